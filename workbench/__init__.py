@@ -1,0 +1,13 @@
+"""Prompt Workbench: chat messages -> prompt text -> exact, segmented token ids."""
+
+from .assembler import Assembler, AssemblerConfig
+from .cleaning import CleaningPolicy
+from .conversation import Conversation, Message, ToolCall
+from .errors import WorkbenchError
+from .result import AssemblyResult
+from .session import Session
+from .sessions import load_session
+
+__all__ = ["Assembler", "AssemblerConfig", "AssemblyResult", "CleaningPolicy", "Conversation", "Message",
+           "Session", "ToolCall", "WorkbenchError", "load_session"]
+__version__ = "0.1.0"

@@ -1,0 +1,55 @@
+"""Segment cache keys: SHA-256 over \\x00-joined stable inputs, chained over the prefix.
+
+Nothing volatile goes in: no timestamps, request ids or user ids. Each message
+has a content fingerprint; the chain makes a changed message invalidate
+everything after it and nothing before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ..conversation import Message, canonical_json
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    hex: str
+
+    @property
+    def short(self) -> str:
+        return self.hex[:8]
+
+    def __str__(self) -> str:
+        return self.hex
+
+
+def _h(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def message_fingerprint(m: Message) -> str:
+    return _h(canonical_json({"role": m.role, "content": m.content, "name": m.name,
+                              "tool_call_id": m.tool_call_id, "reasoning": m.reasoning,
+                              "tool_calls": [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls]}))
+
+
+def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:
+    """chain[i] = H(chain[i-1], fingerprint(message i))."""
+    out, prev = [], root
+    for m in messages:
+        prev = _h(prev, message_fingerprint(m))
+        out.append(prev)
+    return out
+
+
+def cache_key(*, template_version: str, tokenizer_version: str, policy_version: str,
+              tools: Sequence[str], messages: Sequence[Message], extra: str = "") -> CacheKey:
+    system = next((m.content or "" for m in messages if m.role == "system"), "")
+    tools_canon = canonical_json([json.loads(t) for t in tools])
+    chain = prefix_chain(messages)
+    return CacheKey(_h(template_version, tokenizer_version, policy_version, system, tools_canon,
+                       chain[-1] if chain else "", extra))

@@ -1,0 +1,103 @@
+"""The exception tree. Every error says what was wrong, where, and how to fix it.
+
+One root (`WorkbenchError`) so callers can catch everything the library raises on
+bad input; the CLI turns any of these into a single ``error:`` line and exit 2.
+"""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Root of every error the workbench raises on bad input or configuration."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message} ({hint})")
+
+
+class RequestError(WorkbenchError):
+    """A malformed request: names the field and the message index."""
+
+    def __init__(self, message: str, *, field: str | None = None, index: int | None = None,
+                 hint: str | None = None):
+        self.field = field
+        self.index = index
+        where = []
+        if index is not None:
+            where.append(f"messages[{index}]")
+        if field is not None:
+            where.append(field if index is None else f".{field}" if not field.startswith("[") else field)
+        loc = "".join(where)
+        super().__init__(f"{loc}: {message}" if loc else message, hint=hint)
+
+
+class FormatDetectionError(RequestError):
+    """The request is neither OpenAI, Anthropic nor the internal form."""
+
+
+class CleaningError(WorkbenchError):
+    """A role-cleaning policy refused the conversation (e.g. an orphan tool result)."""
+
+    def __init__(self, message: str, *, index: int | None = None, hint: str | None = None):
+        self.index = index
+        super().__init__(message if index is None else f"messages[{index}]: {message}", hint=hint)
+
+
+class TemplateError(WorkbenchError):
+    """A chat template failed to load or render; carries the template line when known."""
+
+    def __init__(self, message: str, *, template: str | None = None, line: int | None = None,
+                 hint: str | None = None):
+        self.template = template
+        self.line = line
+        where = template or "template"
+        if line is not None:
+            where += f", line {line}"
+        super().__init__(f"{where}: {message}", hint=hint)
+
+
+class TemplateSyntaxError(TemplateError):
+    pass
+
+
+class TemplateSecurityError(TemplateError):
+    """The template tried to reach Python internals; the sandbox stopped it."""
+
+
+class TemplateLimitError(TemplateError):
+    """The template ran too long or produced more output than the cap."""
+
+
+class TemplateNotFoundError(TemplateError):
+    pass
+
+
+class TokenizerError(WorkbenchError):
+    pass
+
+
+class TokenizerNotFoundError(TokenizerError):
+    pass
+
+
+class InjectionError(WorkbenchError):
+    """User text contains a special-token string and the policy is to reject it."""
+
+    def __init__(self, message: str, *, index: int | None = None, token: str | None = None,
+                 hint: str | None = None):
+        self.index = index
+        self.token = token
+        super().__init__(message if index is None else f"messages[{index}]: {message}", hint=hint)
+
+
+class SegmentationError(WorkbenchError):
+    """Segments could not be made consistent with the full render (a bug or an odd template)."""
+
+
+class SessionFileError(WorkbenchError):
+    """A session file could not be read or has the wrong shape."""
+
+
+class MissingDependencyError(WorkbenchError, ImportError):
+    """An optional extra is not installed; the message names the pip install to run."""

@@ -1,0 +1,164 @@
+"""Anthropic Messages requests -> Conversation.
+
+Anthropic keeps the system prompt at the top level and puts tool calls and tool
+results in content blocks. Normalized: the system prompt becomes the first
+message; `tool_use` blocks become the assistant's tool calls; each
+`tool_result` block becomes a `tool` message, placed before any text the same
+user turn carries (the results answer the previous assistant turn).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..conversation import Conversation, Message, ToolCall
+from ..diagnostics import Diagnostic, info, warning
+from ..errors import RequestError
+from .limits import IntakeLimits, check_text, check_total
+from .params import parse_params
+
+
+def _blocks(content: Any, *, index: int) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise RequestError(f"content must be a string or a list of blocks, got {type(content).__name__}",
+                           field="content", index=index)
+    for j, b in enumerate(content):
+        if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+            raise RequestError("a content block must be an object with a 'type'", field=f"content[{j}]",
+                               index=index)
+    return content
+
+
+def _result_text(content: Any, *, index: int, field: str, limits: IntakeLimits,
+                 diags: list[Diagnostic]) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return check_text(content, field=field, index=index, limits=limits)
+    if not isinstance(content, list):
+        raise RequestError("tool_result content must be a string or a list of blocks", field=field, index=index)
+    texts = []
+    for j, b in enumerate(content):
+        if isinstance(b, dict) and b.get("type") == "text":
+            texts.append(check_text(b.get("text"), field=f"{field}[{j}].text", index=index, limits=limits))
+        else:
+            diags.append(warning("non_text_part_dropped", "non-text tool_result block is not rendered", index))
+    return "\n".join(texts)
+
+
+def _system(system: Any, limits: IntakeLimits) -> tuple[str | None, bool]:
+    if system is None:
+        return None, False
+    if isinstance(system, str):
+        return check_text(system, field="system", index=None, limits=limits), False
+    if not isinstance(system, list):
+        raise RequestError("must be a string or a list of text blocks", field="system")
+    texts, cached = [], False
+    for j, b in enumerate(system):
+        if not isinstance(b, dict) or b.get("type") != "text":
+            raise RequestError("system blocks must be text blocks", field=f"system[{j}]")
+        texts.append(check_text(b.get("text"), field=f"system[{j}].text", index=None, limits=limits))
+        cached = cached or isinstance(b.get("cache_control"), dict)
+    # Anthropic concatenates system blocks; a blank line keeps them readable as one prompt.
+    return "\n\n".join(texts), cached
+
+
+def parse_tools(tools: Any, limits: IntakeLimits, diags: list[Diagnostic]) -> tuple[str, ...]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise RequestError("tools must be a list", field="tools")
+    out = []
+    for j, t in enumerate(tools):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise RequestError("a tool needs a 'name' and an 'input_schema'", field=f"tools[{j}]")
+        if "input_schema" not in t:
+            diags.append(warning("server_tool_skipped", f"tool {t['name']!r} has no input_schema (server tool)"))
+            continue
+        if not isinstance(t["input_schema"], dict):
+            raise RequestError("input_schema must be a JSON schema object", field=f"tools[{j}].input_schema")
+        fn: dict[str, Any] = {"name": t["name"]}
+        if t.get("description") is not None:
+            fn["description"] = t["description"]
+        fn["parameters"] = t["input_schema"]
+        text = json.dumps({"type": "function", "function": fn}, ensure_ascii=False)
+        check_text(text, field=f"tools[{j}]", index=None, limits=limits)
+        out.append(text)
+    return tuple(out)
+
+
+def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+    msgs = req.get("messages")
+    if not isinstance(msgs, list):
+        raise RequestError("'messages' must be a list of message objects", field="messages")
+    if len(msgs) > limits.max_messages:
+        raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
+    out: list[Message] = []
+    seq = 0
+    system, sys_cached = _system(req.get("system"), limits)
+    if system is not None:
+        out.append(Message(role="system", content=system, sequence=seq, cache_control=sys_cached))
+        seq += 1
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise RequestError(f"a message must be an object, got {type(m).__name__}", index=i)
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            hint = "put the system prompt in the top-level 'system' field" if role == "system" else \
+                "Anthropic messages have role 'user' or 'assistant'"
+            raise RequestError(f"unknown role {role!r}", field="role", index=i, hint=hint)
+        blocks = _blocks(m.get("content"), index=i)
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        results: list[Message] = []
+        thinking: str | None = None
+        cached = False
+        for j, b in enumerate(blocks):
+            kind, where = b["type"], f"content[{j}]"
+            cached = cached or isinstance(b.get("cache_control"), dict)
+            if kind == "text":
+                texts.append(check_text(b.get("text"), field=f"{where}.text", index=i, limits=limits))
+            elif kind == "tool_use":
+                if role != "assistant":
+                    raise RequestError("tool_use blocks belong in assistant messages", field=where, index=i)
+                if not isinstance(b.get("id"), str) or not isinstance(b.get("name"), str):
+                    raise RequestError("tool_use needs string 'id' and 'name'", field=where, index=i)
+                inp = b.get("input", {})
+                if not isinstance(inp, dict):
+                    raise RequestError("tool_use input must be an object", field=f"{where}.input", index=i)
+                calls.append(ToolCall(id=b["id"], name=b["name"], arguments=json.dumps(inp, ensure_ascii=False)))
+            elif kind == "tool_result":
+                if role != "user":
+                    raise RequestError("tool_result blocks belong in user messages", field=where, index=i)
+                if not isinstance(b.get("tool_use_id"), str):
+                    raise RequestError("tool_result needs a 'tool_use_id' string", field=where, index=i,
+                                       hint="copy the id of the tool_use block it answers")
+                text = _result_text(b.get("content"), index=i, field=f"{where}.content", limits=limits,
+                                    diags=diags)
+                if b.get("is_error"):
+                    diags.append(info("tool_error_result", "tool_result marked is_error", seq))
+                results.append(Message(role="tool", content=text, sequence=0, tool_call_id=b["tool_use_id"],
+                                       cache_control=isinstance(b.get("cache_control"), dict)))
+            elif kind in ("thinking", "redacted_thinking"):
+                if kind == "thinking":
+                    thinking = check_text(b.get("thinking"), field=f"{where}.thinking", index=i, limits=limits)
+            else:
+                diags.append(warning("non_text_part_dropped", f"content block of type {kind!r} is not rendered", i))
+        for r in results:
+            out.append(r.with_(sequence=seq))
+            seq += 1
+        if role == "assistant" or texts or not results:
+            if len(texts) > 1:
+                diags.append(info("parts_joined", f"{len(texts)} text blocks joined with a blank line", seq))
+            content = "\n\n".join(texts) if texts else (None if role == "assistant" else "")
+            out.append(Message(role=role, content=content, sequence=seq, tool_calls=tuple(calls),
+                               reasoning=thinking, cache_control=cached))
+            seq += 1
+    check_total(out, limits)
+    conv = Conversation(messages=tuple(out), tools=parse_tools(req.get("tools"), limits, diags),
+                        params=parse_params(req, "anthropic"), source_format="anthropic")
+    return conv, diags

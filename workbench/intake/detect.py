@@ -1,0 +1,62 @@
+"""Format detection and the one entry point: `normalize(request)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..conversation import Conversation
+from ..diagnostics import Diagnostic
+from ..errors import FormatDetectionError, RequestError
+from .anthropic import parse_anthropic
+from .limits import IntakeLimits
+from .openai import parse_openai
+
+FORMATS = ("openai", "anthropic", "workbench")
+
+
+def detect_format(req: Any) -> str:
+    """Name the request format: an explicit "format" wins, then structural evidence."""
+    if not isinstance(req, dict):
+        raise FormatDetectionError(f"a request must be a JSON object, got {type(req).__name__}")
+    fmt = req.get("format")
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise FormatDetectionError(f"unknown format {fmt!r}", field="format",
+                                       hint=f"use one of {', '.join(FORMATS)}")
+        return fmt
+    if "messages" not in req:
+        raise FormatDetectionError("no 'messages' list", field="messages",
+                                   hint="send an OpenAI or Anthropic request with a 'messages' list")
+    if "system" in req:
+        return "anthropic"
+    tools = req.get("tools") or []
+    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
+        return "anthropic"
+    msgs = req.get("messages")
+    if isinstance(msgs, list):
+        for m in msgs:
+            if not isinstance(m, dict):
+                continue
+            if m.get("role") in ("system", "tool", "developer") or "tool_calls" in m or "tool_call_id" in m:
+                return "openai"
+            c = m.get("content")
+            if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") in
+                                           ("tool_use", "tool_result", "thinking") for b in c):
+                return "anthropic"
+    return "openai"  # plain user/assistant text reads the same in both
+
+
+def normalize(req: Any, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
+    """Any supported request -> (Conversation, intake diagnostics)."""
+    if isinstance(req, Conversation):
+        return req, []
+    fmt = detect_format(req)
+    if fmt == "anthropic":
+        return parse_anthropic(req, limits)
+    conv, diags = parse_openai(req, limits)
+    if fmt == "workbench":
+        conv = Conversation(conv.messages, conv.tools, conv.params, "workbench")
+    return conv, diags
+
+
+__all__ = ["detect_format", "normalize", "FORMATS", "RequestError"]

@@ -1,0 +1,145 @@
+"""Segments: the rendered prompt cut into system / tools / messages / generation prompt.
+
+Invariants (tested): the segment texts concatenate to the full render, and the
+segment token ids concatenate to the tokenization of the full render. To keep
+both, a cut that falls inside a run of text is moved back to the nearest token
+boundary; most cuts fall next to a special token and never move.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .conversation import Message
+from .tokenizers.base import EMPTY, Chunk, Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where a part of the prompt lies in the rendered text (before tokenization)."""
+
+    kind: str
+    role: str | None
+    seq: int | None
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Segment:
+    kind: str               # system | tools | message | generation_prompt | bos | preamble
+    role: str | None
+    seq: int | None         # the message's sequence number in the original request
+    text: str
+    token_ids: np.ndarray   # np.uint32, read-only view
+    start: int              # token offsets into the full token ids
+    end: int
+    char_start: int
+    char_end: int
+    source: str = "fresh"   # fresh | local | redis
+
+    @property
+    def token_count(self) -> int:
+        return self.end - self.start
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "role": self.role, "seq": self.seq, "text": self.text,
+                "token_ids": self.token_ids.tolist(), "start": self.start, "end": self.end,
+                "source": self.source}
+
+
+def layout(text: str, messages: Sequence[Message], starts: dict[int, int], *, gen_start: int | None,
+           tools_start: int | None, bos_token: str | None) -> list[Span]:
+    """Turn the renderer's notes (where each message started) into ordered, covering spans."""
+    n = len(text)
+    body_end = n if gen_start is None else gen_start
+    # Message starts, made monotone: a message read out of order gets an empty span.
+    bounds: list[int] = []
+    prev = 0
+    for i in range(len(messages)):
+        s = starts.get(i, prev)
+        s = min(max(s, prev), body_end)
+        bounds.append(s)
+        prev = s
+    first = bounds[0] if bounds else body_end
+    spans: list[Span] = []
+    pos = 0
+    if bos_token and text.startswith(bos_token) and first >= len(bos_token):
+        spans.append(Span("bos", None, None, 0, len(bos_token)))
+        pos = len(bos_token)
+    if first > pos:
+        # Text before the first message: the system block (the template may add tools, dates,
+        # a default system prompt). If message 0 is a system message rendered here, it owns it.
+        m0 = messages[0] if messages else None
+        own = m0 is not None and m0.role == "system" and (len(messages) == 1 or bounds[1] == first)
+        seq = m0.sequence if own else None
+        if tools_start is not None and pos < tools_start < first:
+            spans.append(Span("system", "system", seq, pos, tools_start))
+            spans.append(Span("tools", None, None, tools_start, first))
+        else:
+            spans.append(Span("system", "system", seq, pos, first))
+        pos = first
+    for i, m in enumerate(messages):
+        end = bounds[i + 1] if i + 1 < len(bounds) else body_end
+        if end > bounds[i]:
+            kind = "system" if m.role == "system" and i == 0 else "message"
+            spans.append(Span(kind, m.role, m.sequence, bounds[i], end))
+    if body_end < n:
+        spans.append(Span("generation_prompt", "assistant", None, body_end, n))
+    return spans
+
+
+def _cut_points(chunks: list[Chunk], tokenizer: Tokenizer, text: str, cuts: list[int]) -> list[tuple[int, int]]:
+    """For each character cut, the (token index, snapped char) at or before it."""
+    starts = [c.start for c in chunks]
+    tok_before = np.cumsum([0] + [len(c.ids) for c in chunks]).tolist()
+    out = []
+    for cut in cuts:
+        k = bisect.bisect_right(starts, cut) - 1
+        if k < 0:
+            out.append((0, 0))
+            continue
+        c = chunks[k]
+        if cut >= c.end:          # at the end of the text
+            out.append((tok_before[k + 1], c.end))
+            continue
+        if cut == c.start or c.special:
+            out.append((tok_before[k], c.start))
+            continue
+        ends = tokenizer.char_boundaries(text[c.start:c.end], c.ids)
+        best_tok, best_char = 0, 0
+        if ends is not None:
+            for j, e in enumerate(ends):
+                if e < 0:
+                    continue
+                if c.start + e <= cut:
+                    best_tok, best_char = j + 1, e
+                else:
+                    break
+        out.append((tok_before[k] + best_tok, c.start + best_char))
+    return out
+
+
+def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
+                   escaped: Sequence[tuple[int, int]] = ()) -> tuple[list[Segment], np.ndarray, bool]:
+    """Tokenize the full text once and cut the ids at the span boundaries.
+
+    Returns the segments, the full ids, and whether any cut had to move to a token boundary.
+    """
+    chunks = tokenizer.chunks(text, escaped)
+    full = np.concatenate([c.ids for c in chunks]).astype(np.uint32, copy=False) if chunks else EMPTY.copy()
+    full.flags.writeable = False
+    cuts = [s.start for s in spans] + [len(text)]
+    points = _cut_points(chunks, tokenizer, text, cuts)
+    moved = any(p[1] != c for p, c in zip(points, cuts))
+    segs = []
+    for i, s in enumerate(spans):
+        (t0, c0), (t1, c1) = points[i], points[i + 1]
+        if c1 <= c0 and t1 <= t0:
+            continue
+        segs.append(Segment(s.kind, s.role, s.seq, text[c0:c1], full[t0:t1], t0, t1, c0, c1))
+    return segs, full, moved

@@ -1,0 +1,239 @@
+"""Render a chat template, in the sandbox, and see where each message lands.
+
+We render by consuming the template's generator piece by piece. The messages
+the template sees are dict subclasses that note the output position whenever
+the template reads one of their fields; from those notes we learn where each
+message's text starts in the output, without rendering prefixes again (which
+would cost O(n^2)). Reading a message through the main `for` loop counts more
+than a lookup by index (`messages[0]`, `messages[i + 1]`), because templates
+peek at neighbours while rendering a message.
+
+Guards: output above a cap stops rendering; a watchdog stops templates that
+spin (an empty loop produces no output to count); errors carry the template
+line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import jinja2
+
+from ..errors import (TemplateError, TemplateLimitError, TemplateSecurityError,
+                      TemplateSyntaxError)
+from .sandbox import TemplateRaised, compile_template
+
+
+@dataclass(frozen=True, slots=True)
+class RenderLimits:
+    max_output_chars: int = 256 * 1024 * 1024
+    timeout_s: float = 10.0
+
+
+class _Tracker:
+    __slots__ = ("pos", "passes", "index_first", "tools_first", "npass")
+
+    def __init__(self) -> None:
+        self.pos = 0
+        self.passes: list[dict[int, int]] = []   # per `for` pass over messages: index -> first read position
+        self.index_first: dict[int, int] = {}    # index -> first read through messages[k]
+        self.tools_first: int | None = None
+
+
+class _Msg(dict):
+    """A message dict that reports reads to the tracker (invisible to the sandboxed template)."""
+
+    __slots__ = ("_t", "_i", "_p")
+
+    def _note(self) -> None:
+        t, i, p = self._t, self._i, self._p
+        if p is None:
+            if i not in t.index_first:
+                t.index_first[i] = t.pos
+        else:
+            d = t.passes[p]
+            if i not in d:
+                d[i] = t.pos
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        self._note()
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def]
+        self._note()
+        return dict.get(self, key, default)
+
+    def __contains__(self, key):  # type: ignore[no-untyped-def]
+        self._note()
+        return dict.__contains__(self, key)
+
+
+def _wrap(t: _Tracker, i: int, m: dict, p: int | None) -> _Msg:
+    w = _Msg(m)
+    w._t, w._i, w._p = t, i, p
+    return w
+
+
+class _Messages(list):
+    """The `messages` list: iteration opens a tracked pass; indexing gives lookup wrappers."""
+
+    __slots__ = ("_t", "_idx", "_raw")
+
+    def __init__(self, t: _Tracker, raw: list[dict], idx: list[int]):
+        super().__init__(_wrap(t, i, m, None) for i, m in zip(idx, raw))
+        self._t, self._idx, self._raw = t, idx, raw
+
+    def __iter__(self) -> Iterator[_Msg]:  # type: ignore[override]
+        t = self._t
+        t.passes.append({})
+        p = len(t.passes) - 1
+        for i, m in zip(self._idx, self._raw):
+            yield _wrap(t, i, m, p)
+
+    def __getitem__(self, k):  # type: ignore[no-untyped-def]
+        if isinstance(k, slice):
+            if k.step in (None, 1):
+                return _Messages(self._t, self._raw[k], self._idx[k])
+            return list(list.__getitem__(self, k))
+        return list.__getitem__(self, k)
+
+    def __reversed__(self):  # type: ignore[no-untyped-def]
+        return reversed(list(list.__iter__(self)))
+
+
+class _Tools(list):
+    __slots__ = ("_t",)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        if self._t.tools_first is None:
+            self._t.tools_first = self._t.pos
+        return list.__iter__(self)
+
+
+@dataclass(slots=True)
+class Rendered:
+    text: str
+    # index in the message list -> character offset where the template started writing it
+    starts: dict[int, int] = field(default_factory=dict)
+    tools_start: int | None = None
+
+
+def _template_line(exc: BaseException) -> int | None:
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<template>":
+            line = lineno
+    return line
+
+
+class _Watchdog:
+    """Raises TemplateLimitError inside the rendering thread when time runs out."""
+
+    def __init__(self, timeout: float) -> None:
+        self.tid = threading.get_ident()
+        self.lock = threading.Lock()
+        self.done = False
+        self.fired = False
+        self.timer = threading.Timer(timeout, self._fire)
+        self.timer.daemon = True
+
+    def _fire(self) -> None:
+        with self.lock:
+            if not self.done:
+                self.fired = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid),
+                                                           ctypes.py_object(_Timeout))
+
+    def __enter__(self) -> "_Watchdog":
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.done = True
+        self.timer.cancel()
+        if self.fired:  # clear an exception that was set but not yet raised
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid), None)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def compile_checked(source: str, name: str) -> jinja2.Template:
+    try:
+        return compile_template(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno,
+                                  hint="fix the Jinja syntax at that line") from None
+
+
+def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | None,
+           add_generation_prompt: bool, kwargs: dict[str, Any], track: bool = False,
+           limits: RenderLimits = RenderLimits()) -> Rendered:
+    """Render like transformers' apply_chat_template(tokenize=False); optionally track message starts."""
+    tmpl = compile_checked(source, name)
+    t = _Tracker()
+    if track:
+        msgs: list = _Messages(t, messages, list(range(len(messages))))
+        tl = None
+        if tools is not None:
+            tl = _Tools(tools)
+            tl._t = t
+    else:
+        msgs, tl = messages, tools
+    ctx = dict(kwargs)
+    ctx.update(messages=msgs, tools=tl, documents=None, add_generation_prompt=add_generation_prompt)
+    parts: list[str] = []
+    cap = limits.max_output_chars
+    try:
+        with _Watchdog(limits.timeout_s):
+            for piece in tmpl.generate(**ctx):
+                parts.append(piece)
+                t.pos += len(piece)
+                if t.pos > cap:
+                    raise TemplateLimitError(f"output passed the cap of {cap:,} characters",
+                                             template=name, hint="the template loops or repeats; raise "
+                                             "RenderLimits.max_output_chars only if the prompt is really this long")
+    except TemplateError:
+        raise
+    except _Timeout:
+        raise TemplateLimitError(f"rendering ran longer than {limits.timeout_s:g} s", template=name,
+                                 hint="the template loops without end") from None
+    except TemplateRaised as exc:
+        raise TemplateError(f"the template raised: {exc}", template=name, line=_template_line(exc),
+                            hint="the conversation does not fit what this template accepts") from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise TemplateSecurityError(f"blocked by the sandbox: {exc}", template=name, line=_template_line(exc),
+                                    hint="templates may not reach Python internals") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno) from None
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
+            ZeroDivisionError, OverflowError, RecursionError, MemoryError) as exc:
+        raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=_template_line(exc),
+                            hint="check the template against the message fields it reads") from None
+    text = "".join(parts)
+    out = Rendered(text)
+    if track:
+        out.starts = _message_starts(t, len(messages))
+        out.tools_start = t.tools_first
+    return out
+
+
+def _message_starts(t: _Tracker, n: int) -> dict[int, int]:
+    """Pick, per message, where its text starts: the main loop's first read, else the first lookup."""
+    starts: dict[int, int] = {}
+    if t.passes:
+        # The main loop is the pass whose reads spread over the most output.
+        def spread(d: dict[int, int]) -> tuple[int, int]:
+            return (max(d.values()) - min(d.values()) if d else -1, len(d))
+        main = max(t.passes, key=spread)
+        starts.update(main)
+    for i, pos in t.index_first.items():
+        if i not in starts:
+            starts[i] = pos
+    return starts

@@ -1,0 +1,168 @@
+"""The tokenizer interface every backend implements.
+
+A backend only has to encode *ordinary* text (no special tokens) and tell the
+bytes of a token. Splitting text at special-token strings is done here, once,
+for every backend: that is where the injection policy applies (a special-token
+string typed by a user is encoded as plain text, never as a control token),
+and it lets segments be tokenized piece by piece.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+TokenIds = np.ndarray  # 1-D np.uint32
+EMPTY = np.zeros(0, dtype=np.uint32)
+
+
+def file_sha256(*paths: Path | str) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def trie_regex(words: Iterable[str]) -> str:
+    """A regex matching any of `words`, longest first, built as a trie.
+
+    Vocabularies carry up to ~1,100 special tokens; a flat alternation of that
+    many literals makes Python's regex engine try each one at every position.
+    """
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = True
+
+    def emit(node: dict) -> str:
+        end = "" in node
+        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch != ""]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if end else body
+
+    return emit(trie)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A run of the text: one special token, or ordinary text between them."""
+
+    start: int          # character offsets into the text
+    end: int
+    ids: TokenIds
+    special: bool
+
+
+class Tokenizer(ABC):
+    name: str
+    version: str            # sha256 of the vocabulary files (identity for cache keys)
+    description: str = ""
+    specials: dict[str, int]
+    bos_token: str | None = None
+    eos_token: str | None = None
+
+    # --- what a backend provides -------------------------------------------------
+    @abstractmethod
+    def encode_ordinary(self, text: str) -> TokenIds:
+        """Encode text with no special-token parsing at all."""
+
+    @abstractmethod
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a token stands for (used for offsets and display)."""
+
+    @property
+    def vocab_size(self) -> int:
+        return 0
+
+    # --- shared machinery ---------------------------------------------------------
+    @cached_property
+    def special_pattern(self) -> re.Pattern[str] | None:
+        if not self.specials:
+            return None
+        return re.compile(trie_regex(self.specials))
+
+    def find_specials(self, text: str) -> list[tuple[int, int, str]]:
+        pat = self.special_pattern
+        if pat is None:
+            return []
+        return [(m.start(), m.end(), m.group()) for m in pat.finditer(text)]
+
+    def chunks(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> list[Chunk]:
+        """Split at special tokens (except inside `escaped` spans) and encode each piece."""
+        out: list[Chunk] = []
+        pos = 0
+        pat = self.special_pattern
+        matches = pat.finditer(text) if pat is not None else ()
+        esc = sorted(escaped)
+        ei = 0
+        for m in matches:
+            s, e = m.start(), m.end()
+            while ei < len(esc) and esc[ei][1] <= s:
+                ei += 1
+            if ei < len(esc) and esc[ei][0] <= s and e <= esc[ei][1]:
+                continue  # user text: stays ordinary
+            if s > pos:
+                out.append(Chunk(pos, s, self.encode_ordinary(text[pos:s]), False))
+            out.append(Chunk(s, e, np.array([self.specials[m.group()]], dtype=np.uint32), True))
+            pos = e
+        if pos < len(text):
+            out.append(Chunk(pos, len(text), self.encode_ordinary(text[pos:]), False))
+        return out
+
+    def encode(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> TokenIds:
+        """Tokenize rendered prompt text: special-token strings become control tokens."""
+        cs = self.chunks(text, escaped)
+        if not cs:
+            return EMPTY.copy()
+        return np.concatenate([c.ids for c in cs]).astype(np.uint32, copy=False)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return b"".join(self.token_bytes(int(i)) for i in ids).decode("utf-8", errors="replace")
+
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
+        """A display string per token (bytes that are not whole characters shown as \\xNN)."""
+        out = []
+        for i in ids:
+            b = self.token_bytes(int(i))
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append("".join(f"\\x{x:02x}" for x in b))
+        return out
+
+    def char_boundaries(self, text: str, ids: TokenIds) -> list[int] | None:
+        """Character offset after each token of `text` (an ordinary chunk), or None when the
+        tokens do not spell the text byte for byte (normalization) or split a character."""
+        raw = text.encode("utf-8")
+        ends = []
+        pos = 0
+        for i in ids:
+            pos += len(self.token_bytes(int(i)))
+            ends.append(pos)
+        if pos != len(raw):
+            return None
+        # byte offset -> char offset, only where a character starts
+        char_at = {}
+        c = 0
+        for b, byte in enumerate(raw):
+            if byte & 0xC0 != 0x80:
+                char_at[b] = c
+                c += 1
+        char_at[len(raw)] = c
+        return [char_at.get(e, -1) for e in ends]
+
+    def info(self) -> dict:
+        return {"name": self.name, "version": self.version, "description": self.description}

@@ -1,0 +1,57 @@
+"""Byte-level BPE vocabularies run by tiktoken (OpenAI, Llama 3, Qwen, Phi-4, Tekken)."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Callable
+
+import numpy as np
+
+from .._optional import require
+from .base import Tokenizer, TokenIds
+
+
+class TiktokenTokenizer(Tokenizer):
+    def __init__(self, *, name: str, version: str, description: str, mergeable_ranks: dict[bytes, int],
+                 pat_str: str, specials: dict[str, int], bos_token: str | None = None,
+                 eos_token: str | None = None, nfc: bool = False, id_offset: int = 0):
+        tiktoken = require("tiktoken", f"the {name} tokenizer")
+        self.name, self.version, self.description = name, version, description
+        self.specials = dict(specials)
+        self.bos_token, self.eos_token = bos_token, eos_token
+        # Tekken numbers its byte-level ranks after its control tokens: id = rank + offset.
+        self._offset = id_offset
+        self._nfc = nfc
+        self._enc = tiktoken.Encoding(name=f"workbench-{name}", pat_str=pat_str, mergeable_ranks=mergeable_ranks,
+                                      special_tokens={} if id_offset else specials)
+        self._by_id = {v: k.encode("utf-8") for k, v in specials.items()}
+        self._n = len(mergeable_ranks) + (0 if id_offset else 0)
+        self._encode: Callable[[str], TokenIds] = self._make_encoder()
+
+    def _make_encoder(self) -> Callable[[str], TokenIds]:
+        enc, off, nfc = self._enc, self._offset, self._nfc
+
+        def encode(text: str) -> TokenIds:
+            if nfc and not text.isascii():
+                # Qwen's HF tokenizer applies NFC before BPE; do the same.
+                text = unicodedata.normalize("NFC", text)
+            ids = enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+            if ids.dtype != np.uint32:
+                ids = ids.astype(np.uint32)
+            if off:
+                ids = ids + np.uint32(off)
+            return ids
+        return encode
+
+    def encode_ordinary(self, text: str) -> TokenIds:
+        return self._encode(text)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        b = self._by_id.get(token_id)
+        if b is not None:
+            return b
+        return self._enc.decode_single_token_bytes(token_id - self._offset)
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self._enc.max_token_value + 1 + self._offset, max(self.specials.values(), default=0) + 1)
