@@ -20,7 +20,7 @@ from .injection import POLICIES, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
 from .result import AssemblyResult, Budget
 from .rewrites import inspect_render
-from .segments import layout, tokenize_spans
+from .segments import PendingEncode, layout, tokenize_spans
 from .templates import ChatTemplate, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
 
@@ -95,21 +95,24 @@ class Assembler:
         t = self.template
         r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
                    kwargs=kw, track=True, limits=self.config.render_limits)
+        t3 = clock()
+        # Start the (GIL-free) encode of the whole text now; the Python work below overlaps it.
+        found = scan(msgs, self.tokenizer)
+        pending = None if found else PendingEncode(self.tokenizer, r.text, self.tokenizer.find_specials(r.text))
         gen_start = None
         if add_generation_prompt:
+            # The generation prompt is what the render adds when asked for it.
             plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
                            limits=self.config.render_limits).text
             if r.text.startswith(plain) and len(plain) < len(r.text):
                 gen_start = len(plain)
-        t3 = clock()
-        timings["render"] = (t3 - t2) * 1e3
+        timings["render"] = (clock() - t2) * 1e3
 
         spans = layout(r.text, msgs, r.starts, gen_start=gen_start, tools_start=r.tools_start,
                        bos_token=kw.get("bos_token") or None)
-        found = scan(msgs, self.tokenizer)
         escaped, d = apply_policy(found, msgs, self.config.injection, r.text, spans)
         diags += d
-        segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped)
+        segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped, pending)
         if moved:
             diags.append(info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to "
                               "the token boundary before it"))

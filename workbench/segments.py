@@ -9,6 +9,8 @@ boundary; most cuts fall next to a special token and never move.
 from __future__ import annotations
 
 import bisect
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -124,22 +126,100 @@ def _cut_points(chunks: list[Chunk], tokenizer: Tokenizer, text: str, cuts: list
     return out
 
 
+_POOL: ThreadPoolExecutor | None = None
+_PARALLEL_MIN_CHARS = 100_000
+
+
+class PendingEncode:
+    """The full-text encode running on worker threads while Python does the rest of the work.
+
+    Special tokens are split out before BPE, so cutting the text at special tokens into
+    pieces and encoding them on separate threads gives exactly the ids of one encode.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, text: str, matches: list[tuple[int, int, str]]):
+        global _POOL
+        self.matches = matches
+        workers = min(os.cpu_count() or 1, 4)
+        if not getattr(tokenizer, "releases_gil", False) or len(text) < _PARALLEL_MIN_CHARS:
+            self._ids: np.ndarray | None = tokenizer.encode_with_specials(text)
+            self._futures: list = []
+            return
+        cuts = [0]
+        for k in range(1, workers):
+            j = bisect.bisect_left(matches, (len(text) * k // workers,))
+            if j < len(matches) and matches[j][0] > cuts[-1]:
+                cuts.append(matches[j][0])
+        cuts.append(len(text))
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="workbench-tokenize")
+        self._ids = None
+        self._futures = [_POOL.submit(tokenizer.encode_with_specials, text[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+    def result(self) -> np.ndarray:
+        if self._ids is None:
+            parts = [f.result() for f in self._futures]
+            self._ids = np.concatenate(parts).astype(np.uint32, copy=False) if parts else EMPTY.copy()
+        return self._ids
+
+
 def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
-                   escaped: Sequence[tuple[int, int]] = ()) -> tuple[list[Segment], np.ndarray, bool]:
+                   escaped: Sequence[tuple[int, int]] = (), pending: PendingEncode | None = None,
+                   ) -> tuple[list[Segment], np.ndarray, bool]:
     """Tokenize the full text once and cut the ids at the span boundaries.
 
     Returns the segments, the full ids, and whether any cut had to move to a token boundary.
+    Fast path: one encode of the whole text; a cut next to a special token maps to that token's
+    index. Cuts inside plain text, and texts with escaped user specials, go through chunks.
     """
-    chunks = tokenizer.chunks(text, escaped)
-    full = np.concatenate([c.ids for c in chunks]).astype(np.uint32, copy=False) if chunks else EMPTY.copy()
+    cuts = [sp.start for sp in spans] + [len(text)]
+    points: list[tuple[int, int]] | None = None
+    full: np.ndarray | None = None
+    if not escaped:
+        if pending is None:
+            pending = PendingEncode(tokenizer, text, tokenizer.find_specials(text))
+        matches = pending.matches
+        full = pending.result()
+        where = np.flatnonzero(np.isin(full, tokenizer.special_ids)) if matches else np.zeros(0, dtype=np.int64)
+        if len(where) == len(matches):
+            points = _fast_points(text, tokenizer, full, matches, where, cuts)
+    if points is None or full is None:
+        chunks = tokenizer.chunks(text, escaped)
+        full = np.concatenate([c.ids for c in chunks]).astype(np.uint32, copy=False) if chunks else EMPTY.copy()
+        points = _cut_points(chunks, tokenizer, text, cuts)
     full.flags.writeable = False
-    cuts = [s.start for s in spans] + [len(text)]
-    points = _cut_points(chunks, tokenizer, text, cuts)
     moved = any(p[1] != c for p, c in zip(points, cuts))
     segs = []
-    for i, s in enumerate(spans):
+    for i, sp in enumerate(spans):
         (t0, c0), (t1, c1) = points[i], points[i + 1]
         if c1 <= c0 and t1 <= t0:
             continue
-        segs.append(Segment(s.kind, s.role, s.seq, text[c0:c1], full[t0:t1], t0, t1, c0, c1))
+        segs.append(Segment(sp.kind, sp.role, sp.seq, text[c0:c1], full[t0:t1], t0, t1, c0, c1))
     return segs, full, moved
+
+
+def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: list[tuple[int, int, str]],
+                 where: np.ndarray, cuts: list[int]) -> list[tuple[int, int]]:
+    starts = {m[0]: k for k, m in enumerate(matches)}
+    ends = {m[1]: k for k, m in enumerate(matches)}
+    out = []
+    for cut in cuts:
+        if cut <= 0:
+            out.append((0, 0))
+        elif cut >= len(text):
+            out.append((len(full), len(text)))
+        elif cut in starts:
+            out.append((int(where[starts[cut]]), cut))
+        elif cut in ends:
+            out.append((int(where[ends[cut]]) + 1, cut))
+        else:
+            # Inside plain text: re-encode just that run to find its token boundaries.
+            k = bisect.bisect_left(matches, (cut,))            # first special starting after cut
+            lo_c = matches[k - 1][1] if k > 0 else 0
+            hi_c = matches[k][0] if k < len(matches) else len(text)
+            lo_t = int(where[k - 1]) + 1 if k > 0 else 0
+            hi_t = int(where[k]) if k < len(matches) else len(full)
+            chunk = Chunk(lo_c, hi_c, full[lo_t:hi_t], False)
+            (t, c), = _cut_points([chunk], tokenizer, text, [cut])
+            out.append((lo_t + t, c))
+    return out

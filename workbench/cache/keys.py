@@ -31,10 +31,16 @@ def _h(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _field(v: str | None) -> str:
+    # None and "" must hash differently: a leading tag keeps the fields unambiguous.
+    return "\x01" if v is None else "\x02" + v
+
+
 def message_fingerprint(m: Message) -> str:
-    return _h(canonical_json({"role": m.role, "content": m.content, "name": m.name,
-                              "tool_call_id": m.tool_call_id, "reasoning": m.reasoning,
-                              "tool_calls": [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls]}))
+    parts = [m.role, _field(m.content), _field(m.name), _field(m.tool_call_id), _field(m.reasoning)]
+    for tc in m.tool_calls:
+        parts += [tc.id, tc.name, tc.arguments]
+    return _h(*parts)
 
 
 def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:

@@ -38,8 +38,8 @@ def parse_content(content: Any, *, index: int, limits: IntakeLimits,
             diags.append(warning("non_text_part_dropped",
                                  f"content part of type {part['type']!r} is not rendered (text only)", index))
     if len(texts) > 1:
-        diags.append(info("parts_joined", f"{len(texts)} text parts joined without separator", index))
-    return "".join(texts)
+        diags.append(info("parts_joined", f"{len(texts)} text parts joined with a newline", index))
+    return "\n".join(texts)
 
 
 def parse_tool_call(tc: Any, *, index: int, j: int, limits: IntakeLimits) -> ToolCall:

@@ -84,7 +84,11 @@ def shipped_names() -> list[str]:
 @lru_cache(maxsize=None)
 def _shipped(name: str) -> ChatTemplate:
     s = SHIPPED[name]
-    source = resources.files("workbench.templates").joinpath("shipped", f"{name}.jinja").read_text("utf-8")
+    try:
+        source = resources.files("workbench.templates").joinpath("shipped", f"{name}.jinja").read_text("utf-8")
+    except FileNotFoundError:
+        raise TemplateNotFoundError(f"the shipped template file {name}.jinja is missing",
+                                    hint="reinstall the package") from None
     return ChatTemplate(name=name, source=source, description=s.description, tokenizer=s.tokenizer,
                         context_window=s.context_window, reserve=s.reserve, bos_token=s.bos, eos_token=s.eos)
 

@@ -100,27 +100,46 @@ class Tokenizer(ABC):
             return []
         return [(m.start(), m.end(), m.group()) for m in pat.finditer(text)]
 
+    def encode_ordinary_many(self, texts: list[str]) -> list[TokenIds]:
+        return [self.encode_ordinary(t) for t in texts]
+
     def chunks(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> list[Chunk]:
         """Split at special tokens (except inside `escaped` spans) and encode each piece."""
-        out: list[Chunk] = []
+        pieces: list[tuple[int, int, int | None]] = []   # (start, end, special id or None)
         pos = 0
         pat = self.special_pattern
-        matches = pat.finditer(text) if pat is not None else ()
         esc = sorted(escaped)
         ei = 0
-        for m in matches:
+        for m in (pat.finditer(text) if pat is not None else ()):
             s, e = m.start(), m.end()
             while ei < len(esc) and esc[ei][1] <= s:
                 ei += 1
             if ei < len(esc) and esc[ei][0] <= s and e <= esc[ei][1]:
                 continue  # user text: stays ordinary
             if s > pos:
-                out.append(Chunk(pos, s, self.encode_ordinary(text[pos:s]), False))
-            out.append(Chunk(s, e, np.array([self.specials[m.group()]], dtype=np.uint32), True))
+                pieces.append((pos, s, None))
+            pieces.append((s, e, self.specials[m.group()]))
             pos = e
         if pos < len(text):
-            out.append(Chunk(pos, len(text), self.encode_ordinary(text[pos:]), False))
+            pieces.append((pos, len(text), None))
+        plain = self.encode_ordinary_many([text[s:e] for s, e, sid in pieces if sid is None])
+        out: list[Chunk] = []
+        k = 0
+        for s, e, sid in pieces:
+            if sid is None:
+                out.append(Chunk(s, e, plain[k], False))
+                k += 1
+            else:
+                out.append(Chunk(s, e, np.array([sid], dtype=np.uint32), True))
         return out
+
+    def encode_with_specials(self, text: str) -> TokenIds:
+        """Every special-token string is a control token. Backends override with a one-call path."""
+        return self.encode(text)
+
+    @cached_property
+    def special_ids(self) -> np.ndarray:
+        return np.array(sorted(self.specials.values()), dtype=np.uint32)
 
     def encode(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> TokenIds:
         """Tokenize rendered prompt text: special-token strings become control tokens."""

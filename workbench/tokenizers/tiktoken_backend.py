@@ -12,6 +12,8 @@ from .base import Tokenizer, TokenIds
 
 
 class TiktokenTokenizer(Tokenizer):
+    releases_gil = True  # tiktoken's Rust core encodes without holding the GIL
+
     def __init__(self, *, name: str, version: str, description: str, mergeable_ranks: dict[bytes, int],
                  pat_str: str, specials: dict[str, int], bos_token: str | None = None,
                  eos_token: str | None = None, nfc: bool = False, id_offset: int = 0):
@@ -25,7 +27,7 @@ class TiktokenTokenizer(Tokenizer):
         self._enc = tiktoken.Encoding(name=f"workbench-{name}", pat_str=pat_str, mergeable_ranks=mergeable_ranks,
                                       special_tokens={} if id_offset else specials)
         self._by_id = {v: k.encode("utf-8") for k, v in specials.items()}
-        self._n = len(mergeable_ranks) + (0 if id_offset else 0)
+        self._special_set = frozenset(specials) if not id_offset else frozenset()
         self._encode: Callable[[str], TokenIds] = self._make_encoder()
 
     def _make_encoder(self) -> Callable[[str], TokenIds]:
@@ -45,6 +47,14 @@ class TiktokenTokenizer(Tokenizer):
 
     def encode_ordinary(self, text: str) -> TokenIds:
         return self._encode(text)
+
+    def encode_with_specials(self, text: str) -> TokenIds:
+        if not self._special_set:  # Tekken: control tokens live outside tiktoken's table
+            return self.encode(text)
+        if self._nfc and not text.isascii():
+            text = unicodedata.normalize("NFC", text)  # special tokens are ASCII: untouched
+        ids = self._enc.encode_to_numpy(text, allowed_special=self._special_set, disallowed_special=())
+        return ids if ids.dtype == np.uint32 else ids.astype(np.uint32)
 
     def token_bytes(self, token_id: int) -> bytes:
         b = self._by_id.get(token_id)

@@ -1,0 +1,1 @@
+"""The `workbench` command line: one module per command group."""

@@ -1,0 +1,160 @@
+"""`workbench render` (and `demo`): a session turn -> prompt, as JSON or a coloured segment view."""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import os
+import sys
+from importlib import resources
+from typing import TextIO
+
+from ..assembler import Assembler
+from ..errors import WorkbenchError
+from ..result import AssemblyResult
+from ..sessions import SessionFile, load_session, parse_session
+
+DEFAULT_TEMPLATE = "qwen2.5"
+
+_RESET = "\x1b[0m"
+_KIND_COLOUR = {"bos": "90", "preamble": "90", "system": "35", "tools": "33", "generation_prompt": "96"}
+_ROLE_COLOUR = {"user": "32", "assistant": "36", "tool": "34", "system": "35"}
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("render", help="render one turn of a session into prompt text and token ids")
+    r.add_argument("session", help="session file (JSON: a request, a conversation or a log)")
+    _common(r)
+    r.set_defaults(func=cmd_render)
+    d = sub.add_parser("demo", help="render the embedded demo session (the default command)")
+    _common(d)
+    d.set_defaults(func=cmd_demo, session=None)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
+                                                    f"{DEFAULT_TEMPLATE})")
+    p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
+    p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
+    p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
+    p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
+    p.add_argument("--injection", choices=("escape", "reject", "allow"), default="escape",
+                   help="special-token strings in user text: escape (default), reject, allow")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--tokens", action="store_true", help="show token boundaries in the view")
+    p.add_argument("--full", action="store_true", help="do not fold long segments in the view")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def _positive(v: int | None, flag: str) -> None:
+    if v is not None and v <= 0:
+        raise WorkbenchError(f"{flag} must be a positive number of tokens, got {v}")
+
+
+def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyResult:
+    _positive(args.context_window, "--context-window")
+    if args.reserve is not None and args.reserve < 0:
+        raise WorkbenchError(f"--reserve must not be negative, got {args.reserve}")
+    cw = args.context_window
+    if cw is None and isinstance(session.raw.get("context_window"), int):
+        cw = session.raw["context_window"]
+    asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
+                    context_window=cw, reserve=args.reserve, injection=args.injection)
+    return asm.assemble(session.turn(args.turn))
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    session = load_session(args.session)
+    return _emit(session, args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    data = json.loads(resources.files("workbench").joinpath("_data", "demo_session.json").read_text("utf-8"))
+    session = parse_session(data, "demo_session.json")
+    if not args.json:
+        print(f"Prompt Workbench demo: {session.title} ({len(session.turns)} turns; "
+              f"showing turn {args.turn or len(session.turns)})\n")
+    return _emit(session, args)
+
+
+def _emit(session: SessionFile, args: argparse.Namespace) -> int:
+    result = assemble_turn(session, args)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
+                                        and not os.environ.get("NO_COLOR"))
+    from ..tokenizers import get_tokenizer
+    tok = get_tokenizer(result.tokenizer["name"]) if not result.tokenizer["name"].startswith(("hf:", "tiktoken:")) \
+        else None
+    print_view(result, sys.stdout, colour=colour, tokens=args.tokens, full=args.full, tokenizer=tok)
+    return 0
+
+
+def _paint(text: str, code: str, colour: bool) -> str:
+    return f"\x1b[{code}m{text}{_RESET}" if colour and text else text
+
+
+def _visible(s: str) -> str:
+    return s.replace("\n", "↵\n").replace("\t", "⇥\t")
+
+
+def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: bool = False, full: bool = False,
+               tokenizer=None, fold: int = 1600) -> None:  # type: ignore[no-untyped-def]
+    b = result.budget
+    out.write(f"template {result.template['name']} ({result.template['version'][:12]})  ·  tokenizer "
+              f"{result.tokenizer['name']} ({result.tokenizer['version'][:12]})\n")
+    out.write(f"{result.total_tokens} tokens · {len(result.segments)} segments · budget {b.used}/{b.input_budget} "
+              f"(window {b.context_window} − reserve {b.reserve}) · cache key {result.cache_key.short}\n\n")
+    specials = set(tokenizer.specials.values()) if tokenizer is not None else set()
+    for s in result.segments:
+        code = _ROLE_COLOUR.get(s.role or "", "37") if s.kind == "message" else _KIND_COLOUR.get(s.kind, "37")
+        label = s.kind + (f" · {s.role}" if s.role and s.kind == "message" else "") + \
+            (f" · seq {s.seq}" if s.seq is not None else "")
+        out.write(_paint(f"── {label} · {s.token_count} tokens [{s.start}:{s.end}] ", code + ";1", colour) + "\n")
+        if tokenizer is not None and (tokens or specials):
+            body = _token_text(s, tokenizer, specials, code, colour, tokens)
+        else:
+            body = _paint(_visible(s.text), code, colour)
+        if not full and len(s.text) > fold:
+            body = _fold(s, tokenizer, specials, code, colour, tokens, fold)
+        out.write(body + "\n")
+    for d in result.diagnostics:
+        where = f" (seq {d.seq})" if d.seq is not None else ""
+        out.write(_paint(f"{d.level}: {d.code}{where}: {d.message}", "33" if d.level != "info" else "90", colour)
+                  + "\n")
+
+
+def _fold(s, tokenizer, specials, code, colour, tokens, fold):  # type: ignore[no-untyped-def]
+    head, tail = s.text[: fold // 2], s.text[-fold // 4:]
+    hidden = len(s.text) - len(head) - len(tail)
+    return (_paint(_visible(head), code, colour) + _paint(f" … {hidden:,} characters folded (--full shows them) … ",
+                                                          "90;3", colour) + _paint(_visible(tail), code, colour))
+
+
+def _token_text(s, tokenizer, specials, code, colour, tokens) -> str:  # type: ignore[no-untyped-def]
+    """Segment text rebuilt from its tokens: special tokens inverted, boundaries shown on request."""
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    parts: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            parts.append(_paint(_visible("".join(run)), code, colour))
+            run.clear()
+
+    for k, tid in enumerate(s.token_ids.tolist()):
+        piece = dec.decode(tokenizer.token_bytes(tid))
+        if tid in specials and piece in tokenizer.specials:
+            flush()
+            parts.append(_paint(piece, "7;" + code, colour) if colour else piece)
+        elif tokens:
+            flush()
+            parts.append(_paint(_visible(piece), code + (";4" if k % 2 else ""), colour) if colour
+                         else _visible(piece) + "|")
+        else:
+            run.append(piece)
+    flush()
+    return "".join(parts)
