@@ -131,7 +131,8 @@ class Assembler:
             template={"name": t.name, "version": t.version},
             tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
             text=r.text, token_ids=ids, segments=tuple(segments), budget=budget, dropped=(),
-            cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings, conversation=conv)
+            cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings, conversation=conv,
+            escaped=tuple(sorted(escaped)))
 
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)

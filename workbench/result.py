@@ -52,6 +52,8 @@ class AssemblyResult:
     timings_ms: dict[str, float]
     conversation: Conversation
     cache_hits: dict[str, int] = field(default_factory=lambda: {"local": 0, "redis": 0})
+    # Character spans of user text holding special-token strings, encoded as plain text.
+    escaped: tuple[tuple[int, int], ...] = ()
 
     @property
     def total_tokens(self) -> int:
@@ -75,5 +77,6 @@ class AssemblyResult:
             "cache_key_short": self.cache_key.short,
             "cache_hits": dict(self.cache_hits),
             "diagnostics": [d.to_json() for d in self.diagnostics],
+            "escaped_spans": [list(e) for e in self.escaped],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }
