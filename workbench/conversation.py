@@ -58,7 +58,8 @@ class Message:
         if self.name is not None:
             d["name"] = self.name
         if self.reasoning is not None:
-            d["reasoning_content"] = self.reasoning
+            # transformers aliases reasoning the same way (templates read either name).
+            d = {"thinking": self.reasoning, **d, "reasoning_content": self.reasoning}
         return d
 
     def to_openai(self) -> dict:

