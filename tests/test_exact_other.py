@@ -404,3 +404,26 @@ def test_chatml_segments():
     assert r.segments[1].text.startswith("# Tools")
     r = Assembler(template="chatml").assemble(by_name("single_user").request())
     assert kinds(r) == [("message", "user", 0), ("generation_prompt", "assistant", None)]
+
+
+# ============================================================================= random conversations
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as exc:  # noqa: BLE001 - both sides must fail alike; the message is compared below
+        return ("raised", "alternate" in str(exc))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_phi4_and_gemma_match_oracles(seed):
+    import random
+    rng = random.Random(seed)
+    texts = ["", "Hi", "  spaced  ", "\nnl\n", "中文 😀", "a\n\nb", "\t"]
+    msgs = [{"role": rng.choice(["user", "assistant", "user", "assistant", "tool", "system"]),
+             "content": rng.choice(texts)} for _ in range(rng.randint(1, 6))]
+    agp = rng.random() < 0.6
+    assert ours("phi4", msgs, agp=agp) == render_src(PHI4_OFFICIAL, msgs, None, agp)
+    no_system = [m for m in msgs if m["role"] != "system"] or [{"role": "user", "content": "x"}]
+    kw = {"bos_token": "<bos>", "eos_token": "<eos>"}
+    assert _outcome(lambda: ours("gemma3", no_system, agp=agp, **kw)) == _outcome(
+        lambda: render_src(official_template(GEMMA2), no_system, None, agp, **kw))

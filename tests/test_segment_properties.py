@@ -26,17 +26,36 @@ WORDS = st.lists(st.sampled_from(["hello", " world", "café", "中文", "😀", 
 CONTENT = st.one_of(TEXT, WORDS)
 
 
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
+                                            "parameters": {"type": "object", "properties": {
+                                                "city": {"type": "string"}}, "required": ["city"]}}}
+
+
 @st.composite
-def conversations(draw):
+def conversations(draw, tools: bool = True):
     msgs = []
+    use_tools = tools and draw(st.booleans())
     if draw(st.booleans()):
         msgs.append({"role": "system", "content": draw(CONTENT)})
     turns = draw(st.integers(1, 4))
+    calls = 0
     for i in range(turns):
         msgs.append({"role": "user", "content": draw(CONTENT)})
+        if use_tools and draw(st.booleans()):
+            # one tool round: a call (9-character id, as Mistral requires) and its result
+            cid = f"call{calls:05d}"
+            calls += 1
+            city = draw(st.sampled_from(["Paris", "Zürich", "東京", "São Paulo"]))
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function",
+                 "function": {"name": "get_weather", "arguments": f'{{"city": "{city}"}}'}}]})
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": draw(CONTENT)})
         if i < turns - 1 or draw(st.booleans()):
             msgs.append({"role": "assistant", "content": draw(CONTENT)})
-    return {"messages": msgs}
+    req = {"messages": msgs}
+    if use_tools:
+        req["tools"] = [WEATHER]
+    return req
 
 
 ASSEMBLERS: dict[str, Assembler] = {}

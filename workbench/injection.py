@@ -2,6 +2,8 @@
 
 "escape" encodes them as plain text (the default), "reject" raises, "allow"
 lets them become control tokens but still reports it: never silently.
+Assistant messages are the model's own output sent back, so their control tokens
+(<think>, <tool_call>) stay control tokens under "escape" too, with a diagnostic.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, Sequence
 
 from .conversation import Message
-from .diagnostics import Diagnostic, warning
+from .diagnostics import Diagnostic, info, warning
 from .errors import InjectionError
 from .segments import Span
 from .tokenizers.base import Tokenizer
@@ -44,6 +46,14 @@ def apply_policy(found: dict[int, list[tuple[str, str]]], messages: Sequence[Mes
     for i, items in found.items():
         m = messages[i]
         tokens = sorted({tok for _, tok in items})
+        if m.role == "assistant" and policy != "reject":
+            # Assistant text is the model's own output sent back: <think>, <tool_call> and the like
+            # are how it wrote, and templates parse them. They stay control tokens, as in
+            # apply_chat_template, but never unnoticed.
+            diags.append(info("assistant_control_tokens",
+                              f"{', '.join(tokens)} in assistant text kept as control token(s) (model output)",
+                              m.sequence))
+            continue
         if policy == "reject":
             raise InjectionError(f"{m.role} text contains the special token {tokens[0]!r}", index=m.sequence,
                                  token=tokens[0], hint="remove it, or assemble with injection='escape' to encode "

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from .conversation import Message
 from .diagnostics import Diagnostic, info, warning
 from .segments import Span
 
-_DATE = re.compile(r"\b(\d{1,2} [A-Z][a-z]{2} \d{4}|\d{4}-\d{2}-\d{2})\b")
 
 
 def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span],
                    template_source: str) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
+    knows_reasoning = any(k in template_source for k in ("reasoning_content", "thinking", "reasoning"))
     where: dict[int, tuple[int, int]] = {}
     for s in spans:
         if s.seq is not None:
@@ -23,10 +22,15 @@ def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span]
     for m in messages:
         region = where.get(m.sequence)
         content = m.content or ""
-        if m.reasoning and region and m.reasoning.strip() and m.reasoning.strip() not in text[region[0]:region[1]]:
-            diags.append(warning("template_rewrite",
-                                 f"the template dropped this {m.role} message's reasoning from the prompt "
-                                 "(earlier turns render differently once more turns follow)", m.sequence))
+        if m.reasoning and m.reasoning.strip() and (region is None or
+                                                    m.reasoning.strip() not in text[region[0]:region[1]]):
+            if knows_reasoning:
+                diags.append(warning("template_rewrite",
+                                     f"the template dropped this {m.role} message's reasoning from the prompt "
+                                     "(earlier turns render differently once more turns follow)", m.sequence))
+            else:
+                diags.append(info("reasoning_not_rendered",
+                                  "this template has no place for reasoning; it is left out", m.sequence))
         if not content.strip():
             continue
         if region is None or region[0] == region[1]:
