@@ -116,3 +116,17 @@ def test_errors_exit_2_with_one_line(args, fragment):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("template", ["qwen2.5", "llama3.1", "deepseek-v3", "gpt-oss"])
+def test_large_sessions_render(capsys, template):
+    """The long RAG session (Anthropic, > 30k tokens) and the overflowing one render to the contract;
+    the overflow session's window hint is used and the overflow is reported."""
+    d = run_json(capsys, "render", str(ROOT / "sample_sessions" / "rag_long.json"), "--template", template, "--json")
+    check_contract(d)
+    assert len(d["token_ids"]) > 30_000
+    o = run_json(capsys, "render", str(ROOT / "sample_sessions" / "overflow.json"), "--template", template, "--json")
+    check_contract(o)
+    assert o["budget"]["context_window"] == 32768
+    assert o["budget"]["used"] > o["budget"]["input_budget"]
+    assert any(g["code"] == "over_budget" for g in o["diagnostics"])

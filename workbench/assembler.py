@@ -100,7 +100,7 @@ class Assembler:
         found = scan(msgs, self.tokenizer)
         pending = None if found else PendingEncode(self.tokenizer, r.text, self.tokenizer.find_specials(r.text))
         gen_start = None
-        if add_generation_prompt:
+        if add_generation_prompt and "add_generation_prompt" in t.source:
             # The generation prompt is what the render adds when asked for it.
             plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
                            limits=self.config.render_limits).text

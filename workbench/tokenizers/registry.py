@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -69,14 +68,13 @@ def _combined(file_hash: str, specials: dict[str, int]) -> str:
 
 
 def _harmony() -> Tokenizer:
-    specials = {"<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002, "<|constrain|>": 200003,
-                "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008,
-                "<|call|>": 200012, "<|endofprompt|>": 200018}
-    for i in (200000, 200001, 200004, 200009, 200010, 200011):
-        specials[f"<|reserved_{i}|>"] = i
-    for i in range(200013, 201088):
-        specials.setdefault(f"<|reserved_{i}|>", i)
-    specials = {k: v for k, v in specials.items() if not (k == "<|reserved_200018|>")}
+    # o200k_harmony as tiktoken defines it: o200k_base plus the harmony control tokens, every
+    # other id from 200000 to 201087 a reserved token.
+    named = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>", 200003: "<|constrain|>",
+             200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>", 200008: "<|message|>",
+             200012: "<|call|>", 200018: "<|endofprompt|>"}
+    specials = {named.get(i, f"<|reserved_{i}|>"): i for i in range(200000, 201088)}
+    specials.update({v: k for k, v in named.items()})
     return _openai("o200k_base", "gpt-oss", "gpt-oss (o200k_harmony: o200k_base + harmony control tokens)",
                    extra_specials=specials, bos=None, eos="<|return|>")
 
@@ -260,4 +258,4 @@ def get_tokenizer(ref: str | Tokenizer) -> Tokenizer:
         + "run `workbench tokenizers` to list them, or use hf:DIR / tiktoken:NAME")
 
 
-__all__ = ["get_tokenizer", "names", "ENTRIES", "re"]
+__all__ = ["get_tokenizer", "names", "ENTRIES"]
