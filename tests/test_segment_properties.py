@@ -96,6 +96,9 @@ def test_segments_concatenate_to_the_render(name, req):
     assert gen in ([], [len(r.segments) - 1])  # at most one, and last
     if req["messages"][-1]["role"] == "assistant":
         assert not gen
+    else:
+        expected = _gen_start_by_second_render(a, req)
+        assert (r.text[expected:] if expected is not None else None) == (r.segments[-1].text if gen else None)
 
 
 @pytest.mark.parametrize("name", shipped_names())
@@ -115,3 +118,40 @@ def test_adding_a_turn_keeps_earlier_segments(name, req, data):
         return
     check_invariants(a, r2)
     assert r1.cache_key != r2.cache_key
+
+
+def _gen_start_by_second_render(a: Assembler, req: dict) -> int | None:
+    from workbench.cleaning import clean
+    from workbench.templates import render
+    conv, _ = clean(a.normalize(req)[0], a.config.cleaning)
+    kw = a._kwargs()
+    t = a.template
+    args = (t.source, t.name, conv.to_template_messages())
+    with_gp = render(*args, tools=conv.tool_schemas() or None, add_generation_prompt=True, kwargs=kw).text
+    plain = render(*args, tools=conv.tool_schemas() or None, add_generation_prompt=False, kwargs=kw).text
+    return len(plain) if with_gp.startswith(plain) and len(plain) < len(with_gp) else None
+
+
+@pytest.mark.parametrize("name", shipped_names())
+def test_generation_prompt_found_without_second_render(name):
+    """Shipped templates locate the generation prompt from where they test add_generation_prompt;
+    that must agree with what a second render without it shows, for every corpus case."""
+    from corpus import CASES
+    a = assembler(name)
+    checked = 0
+    for case in CASES:
+        req = case.request()
+        if req["messages"][-1]["role"] == "assistant":
+            continue
+        try:
+            r = a.assemble(req)
+        except TemplateError:
+            continue
+        expected = _gen_start_by_second_render(a, req)
+        gen = [s for s in r.segments if s.kind == "generation_prompt"]
+        if expected is None:
+            assert not gen, case.name
+        else:
+            assert len(gen) == 1 and r.text[expected:] == gen[0].text, case.name
+        checked += 1
+    assert checked >= 5

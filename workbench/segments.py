@@ -127,40 +127,61 @@ def _cut_points(chunks: list[Chunk], tokenizer: Tokenizer, text: str, cuts: list
 
 
 _POOL: ThreadPoolExecutor | None = None
-_PARALLEL_MIN_CHARS = 100_000
 
 
 class PendingEncode:
-    """The full-text encode running on worker threads while Python does the rest of the work.
+    """The full-text encode, run while the template is still rendering.
 
-    Special tokens are split out before BPE, so cutting the text at special tokens into
-    pieces and encoding them on separate threads gives exactly the ids of one encode.
+    Special tokens are split out before BPE, so cutting the text just before a special token
+    and encoding the pieces separately gives exactly the ids of one encode. As the renderer
+    produces output (`feed`), every large enough run that ends before a special token goes to
+    a worker thread (the Rust encoder does not hold the GIL); the rest is encoded by the caller
+    in `result()`, after its own Python work, so no core sits idle.
     """
 
-    def __init__(self, tokenizer: Tokenizer, text: str, matches: list[tuple[int, int, str]]):
+    CHUNK_CHARS = 128_000
+
+    def __init__(self, tokenizer: Tokenizer):
         global _POOL
-        self.matches = matches
-        workers = min(os.cpu_count() or 1, 4)
-        if not getattr(tokenizer, "releases_gil", False) or len(text) < _PARALLEL_MIN_CHARS:
-            self._ids: np.ndarray | None = tokenizer.encode_with_specials(text)
-            self._futures: list = []
-            return
-        cuts = [0]
-        for k in range(1, workers):
-            j = bisect.bisect_left(matches, (len(text) * k // workers,))
-            if j < len(matches) and matches[j][0] > cuts[-1]:
-                cuts.append(matches[j][0])
-        cuts.append(len(text))
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="workbench-tokenize")
-        self._ids = None
-        self._futures = [_POOL.submit(tokenizer.encode_with_specials, text[a:b]) for a, b in zip(cuts, cuts[1:])]
+        self._tokenizer = tokenizer
+        self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and (os.cpu_count() or 1) > 1 \
+            and tokenizer.special_pattern is not None
+        self._starts_special = tokenizer.special_pattern.match if self._parallel else None
+        self._buf: list[str] = []
+        self._buf_len = 0
+        self._futures: list = []
+        self._ids: np.ndarray | None = None
+        self.matches: list[tuple[int, int, str]] = []
+        if self._parallel and _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 4),
+                                       thread_name_prefix="workbench-tokenize")
+
+    def feed(self, piece: str) -> None:
+        if self._buf_len >= self.CHUNK_CHARS and self._starts_special is not None and piece \
+                and self._starts_special(piece):
+            assert _POOL is not None
+            self._futures.append(_POOL.submit(self._tokenizer.encode_with_specials, "".join(self._buf)))
+            self._buf, self._buf_len = [], 0
+        self._buf.append(piece)
+        self._buf_len += len(piece)
+
+    def finish(self, text: str) -> "PendingEncode":
+        """The render is complete: note the special tokens of the whole text."""
+        self.matches = self._tokenizer.find_specials(text)
+        return self
 
     def result(self) -> np.ndarray:
         if self._ids is None:
-            parts = [f.result() for f in self._futures]
-            self._ids = np.concatenate(parts).astype(np.uint32, copy=False) if parts else EMPTY.copy()
+            tail = self._tokenizer.encode_with_specials("".join(self._buf))
+            parts = [f.result() for f in self._futures] + [tail]
+            self._ids = parts[0] if len(parts) == 1 else np.concatenate(parts).astype(np.uint32, copy=False)
         return self._ids
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer, text: str) -> "PendingEncode":
+        p = cls(tokenizer)
+        p.feed(text)
+        return p.finish(text)
 
 
 def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
@@ -177,7 +198,7 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
     full: np.ndarray | None = None
     if not escaped:
         if pending is None:
-            pending = PendingEncode(tokenizer, text, tokenizer.find_specials(text))
+            pending = PendingEncode.of(tokenizer, text)
         matches = pending.matches
         full = pending.result()
         where = np.flatnonzero(np.isin(full, tokenizer.special_ids)) if matches else np.zeros(0, dtype=np.int64)

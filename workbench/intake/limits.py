@@ -22,17 +22,22 @@ def check_text(value: object, *, field: str, index: int | None, limits: IntakeLi
     if not isinstance(value, str):
         raise RequestError(f"expected a string, got {type(value).__name__}", field=field, index=index,
                            hint="send text as a JSON string")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise RequestError(
-            f"text is not valid Unicode (lone surrogate {value[exc.start]!r} at character {exc.start})",
-            field=field, index=index, hint="send UTF-8 text; pair or remove the surrogate") from None
+    # ASCII needs no encoding to measure and cannot hold a surrogate.
+    size = len(value) if value.isascii() else _utf8_size(value, field, index)
     if size > limits.max_message_bytes:
         raise RequestError(
             f"text is {size / 1e6:.1f} MB, over the {limits.max_message_bytes / 1e6:.1f} MB limit per message",
             field=field, index=index, hint="split the text, or raise IntakeLimits.max_message_bytes")
     return value
+
+
+def _utf8_size(value: str, field: str, index: int | None) -> int:
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise RequestError(
+            f"text is not valid Unicode (lone surrogate {value[exc.start]!r} at character {exc.start})",
+            field=field, index=index, hint="send UTF-8 text; pair or remove the surrogate") from None
 
 
 def check_total(messages, limits: IntakeLimits) -> None:

@@ -19,7 +19,7 @@ import ctypes
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jinja2
 
@@ -35,10 +35,11 @@ class RenderLimits:
 
 
 class _Tracker:
-    __slots__ = ("pos", "passes", "index_first", "tools_first", "npass")
+    __slots__ = ("pos", "passes", "index_first", "tools_first", "gen_reads")
 
     def __init__(self) -> None:
         self.pos = 0
+        self.gen_reads: list[int] = []           # output positions where add_generation_prompt was tested
         self.passes: list[dict[int, int]] = []   # per `for` pass over messages: index -> first read position
         self.index_first: dict[int, int] = {}    # index -> first read through messages[k]
         self.tools_first: int | None = None
@@ -105,6 +106,34 @@ class _Messages(list):
         return reversed(list(list.__iter__(self)))
 
 
+class _GenFlag:
+    """A true `add_generation_prompt` that notes where the template tests it.
+
+    The last test is where the generation prompt starts, which saves a second render.
+    Only used for the shipped templates, where tests check it against the second render.
+    """
+
+    __slots__ = ("_t",)
+
+    def __init__(self, t: _Tracker) -> None:
+        self._t = t
+
+    def __bool__(self) -> bool:
+        self._t.gen_reads.append(self._t.pos)
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return other is True or other == 1
+
+    def __hash__(self) -> int:
+        return hash(True)
+
+    def __str__(self) -> str:
+        return "True"
+
+    __repr__ = __str__
+
+
 class _Tools(list):
     __slots__ = ("_t",)
 
@@ -120,6 +149,7 @@ class Rendered:
     # index in the message list -> character offset where the template started writing it
     starts: dict[int, int] = field(default_factory=dict)
     tools_start: int | None = None
+    gen_reads: list[int] = field(default_factory=list)
 
 
 def _template_line(exc: BaseException) -> int | None:
@@ -174,7 +204,8 @@ def compile_checked(source: str, name: str) -> jinja2.Template:
 
 def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | None,
            add_generation_prompt: bool, kwargs: dict[str, Any], track: bool = False,
-           limits: RenderLimits = RenderLimits()) -> Rendered:
+           track_generation: bool = False, limits: RenderLimits = RenderLimits(),
+           sink: Callable[[str], None] | None = None) -> Rendered:
     """Render like transformers' apply_chat_template(tokenize=False); optionally track message starts."""
     tmpl = compile_checked(source, name)
     t = _Tracker()
@@ -187,12 +218,15 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
     else:
         msgs, tl = messages, tools
     ctx = dict(kwargs)
-    ctx.update(messages=msgs, tools=tl, documents=None, add_generation_prompt=add_generation_prompt)
+    agp: Any = _GenFlag(t) if (track_generation and add_generation_prompt) else add_generation_prompt
+    ctx.update(messages=msgs, tools=tl, documents=None, add_generation_prompt=agp)
     parts: list[str] = []
     cap = limits.max_output_chars
     try:
         with _Watchdog(limits.timeout_s):
             for piece in tmpl.generate(**ctx):
+                if sink is not None:
+                    sink(piece)
                 parts.append(piece)
                 t.pos += len(piece)
                 if t.pos > cap:
@@ -221,6 +255,7 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
     if track:
         out.starts = _message_starts(t, len(messages))
         out.tools_start = t.tools_first
+    out.gen_reads = t.gen_reads
     return out
 
 
