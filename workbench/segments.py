@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -134,33 +134,36 @@ class PendingEncode:
 
     Special tokens are split out before BPE, so cutting the text just before a special token
     and encoding the pieces separately gives exactly the ids of one encode. As the renderer
-    produces output (`feed`), every large enough run that ends before a special token goes to
-    a worker thread (the Rust encoder does not hold the GIL); the rest is encoded by the caller
-    in `result()`, after its own Python work, so no core sits idle.
+    produces output (`feed`), every large enough run that ends before a special token is queued
+    for a worker thread (the Rust encoder does not hold the GIL). In `result()` the caller,
+    done with its own Python work, takes back the queued pieces the workers have not started,
+    from the end, and encodes them itself: workers and caller meet in the middle.
     """
 
-    CHUNK_CHARS = 128_000
+    CHUNK_CHARS = 200_000
 
     def __init__(self, tokenizer: Tokenizer):
         global _POOL
         self._tokenizer = tokenizer
-        self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and (os.cpu_count() or 1) > 1 \
+        cpus = os.cpu_count() or 1
+        self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and cpus > 1 \
             and tokenizer.special_pattern is not None
         self._starts_special = tokenizer.special_pattern.match if self._parallel else None
         self._buf: list[str] = []
         self._buf_len = 0
-        self._futures: list = []
+        self._queued: list[tuple[str, Future]] = []
         self._ids: np.ndarray | None = None
         self.matches: list[tuple[int, int, str]] = []
         if self._parallel and _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 4),
-                                       thread_name_prefix="workbench-tokenize")
+            # one core stays with the caller, who renders and then encodes too
+            _POOL = ThreadPoolExecutor(max_workers=min(cpus - 1, 3), thread_name_prefix="workbench-tokenize")
 
     def feed(self, piece: str) -> None:
         if self._buf_len >= self.CHUNK_CHARS and self._starts_special is not None and piece \
                 and self._starts_special(piece):
             assert _POOL is not None
-            self._futures.append(_POOL.submit(self._tokenizer.encode_with_specials, "".join(self._buf)))
+            text = "".join(self._buf)
+            self._queued.append((text, _POOL.submit(self._tokenizer.encode_with_specials, text)))
             self._buf, self._buf_len = [], 0
         self._buf.append(piece)
         self._buf_len += len(piece)
@@ -172,9 +175,16 @@ class PendingEncode:
 
     def result(self) -> np.ndarray:
         if self._ids is None:
-            tail = self._tokenizer.encode_with_specials("".join(self._buf))
-            parts = [f.result() for f in self._futures] + [tail]
-            self._ids = parts[0] if len(parts) == 1 else np.concatenate(parts).astype(np.uint32, copy=False)
+            encode = self._tokenizer.encode_with_specials
+            parts: list[np.ndarray | None] = [None] * len(self._queued)
+            tail = encode("".join(self._buf))
+            for i in range(len(self._queued) - 1, -1, -1):
+                text, fut = self._queued[i]
+                if not fut.cancel():
+                    break  # a worker has it, and every piece before it
+                parts[i] = encode(text)
+            done = [p if p is not None else f.result() for p, (_, f) in zip(parts, self._queued)] + [tail]
+            self._ids = done[0] if len(done) == 1 else np.concatenate(done).astype(np.uint32, copy=False)
         return self._ids
 
     @classmethod

@@ -28,7 +28,8 @@ class CacheKey:
 
 
 def _h(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    # Intake refuses lone surrogates, so plain UTF-8 (the fast codec path) always works.
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
 
 
 def _field(v: str | None) -> str:

@@ -34,7 +34,7 @@ class TiktokenTokenizer(Tokenizer):
         enc, off, nfc = self._enc, self._offset, self._nfc
 
         def encode(text: str) -> TokenIds:
-            if nfc and not text.isascii():
+            if nfc and not text.isascii() and not unicodedata.is_normalized("NFC", text):
                 # Qwen's HF tokenizer applies NFC before BPE; do the same.
                 text = unicodedata.normalize("NFC", text)
             ids = enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
@@ -51,7 +51,7 @@ class TiktokenTokenizer(Tokenizer):
     def encode_with_specials(self, text: str) -> TokenIds:
         if not self._special_set:  # Tekken: control tokens live outside tiktoken's table
             return self.encode(text)
-        if self._nfc and not text.isascii():
+        if self._nfc and not text.isascii() and not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)  # special tokens are ASCII: untouched
         ids = self._enc.encode_to_numpy(text, allowed_special=self._special_set, disallowed_special=())
         return ids if ids.dtype == np.uint32 else ids.astype(np.uint32)
