@@ -21,7 +21,7 @@ from .intake import IntakeLimits, normalize
 from .result import AssemblyResult, Budget
 from .rewrites import inspect_render
 from .segments import PendingEncode, layout, tokenize_spans
-from .templates import ChatTemplate, RenderLimits, get_template, render
+from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
 
 DEFAULT_CONTEXT_WINDOW = 131072
@@ -89,23 +89,55 @@ class Assembler:
         msgs = conv.messages
         if add_generation_prompt is None:
             add_generation_prompt = not msgs or msgs[-1].role != "assistant"
+        r, gen_start, pending = self._render(conv, add_generation_prompt)
+        t3 = clock()
+        timings["render"] = (t3 - t2) * 1e3
+
+        t = self.template
+        spans = layout(r.text, msgs, r.starts, gen_start=gen_start, tools_start=r.tools_start,
+                       bos_token=self._kwargs().get("bos_token") or None)
+        escaped, d = apply_policy(scan(msgs, self.tokenizer), msgs, self.config.injection, r.text, spans)
+        diags += d
+        # Python work that needs no token ids runs now, while the encode finishes on other threads.
+        diags += inspect_render(r.text, msgs, spans, t.source)
+        key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
+                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=msgs)
+        segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
+                                              None if escaped else pending)
+        if moved:
+            diags.append(info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to "
+                              "the token boundary before it"))
+        timings["tokenize"] = (clock() - t3) * 1e3
+
+        budget = self._budget(conv, segments, len(ids))
+        if budget.used > budget.input_budget:
+            diags.append(warning("over_budget", f"prompt uses {budget.used} tokens, {budget.used - budget.input_budget}"
+                                 f" over the input budget of {budget.input_budget}"))
+        timings["total"] = (clock() - t0) * 1e3
+        return AssemblyResult(
+            template={"name": t.name, "version": t.version},
+            tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
+            text=r.text, token_ids=ids, segments=tuple(segments), budget=budget, dropped=(),
+            cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings, conversation=conv,
+            escaped=tuple(sorted(escaped)))
+
+    def _render(self, conv: Conversation, add_generation_prompt: bool) -> tuple[Rendered, int | None, PendingEncode]:
+        """Render (tracked), start encoding the output as it comes, and find the generation prompt."""
+        t = self.template
         tmsgs = conv.to_template_messages()
         tools = conv.tool_schemas() or None
         kw = self._kwargs()
-        t = self.template
         # Shipped templates report where they test add_generation_prompt (tests hold that to a
         # second render); other templates get the second render.
         known = t.origin == "shipped"
-        # The (GIL-free) encode starts while the template renders; the Python work below overlaps
-        # it. It assumes no user text holds a special token, the common case; if one does, the
-        # encode is redone below with those spans kept as plain text.
+        # The (GIL-free) encode starts while the template renders and overlaps the Python work
+        # after it. It assumes no user text holds a special token, the common case; if one does,
+        # the text is encoded again with those spans kept as plain text.
         pending = PendingEncode(self.tokenizer)
         r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
                    kwargs=kw, track=True, track_generation=known, limits=self.config.render_limits,
                    sink=pending.feed)
         pending.finish(r.text)
-        t3 = clock()
-        found = scan(msgs, self.tokenizer)
         gen_start = None
         if add_generation_prompt and known:
             last_start = max(r.starts.values(), default=0)
@@ -117,34 +149,7 @@ class Assembler:
                            limits=self.config.render_limits).text
             if r.text.startswith(plain) and len(plain) < len(r.text):
                 gen_start = len(plain)
-        timings["render"] = (clock() - t2) * 1e3
-
-        spans = layout(r.text, msgs, r.starts, gen_start=gen_start, tools_start=r.tools_start,
-                       bos_token=kw.get("bos_token") or None)
-        escaped, d = apply_policy(found, msgs, self.config.injection, r.text, spans)
-        diags += d
-        segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
-                                              None if escaped else pending)
-        if moved:
-            diags.append(info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to "
-                              "the token boundary before it"))
-        t4 = clock()
-        timings["tokenize"] = (t4 - t3) * 1e3
-
-        diags += inspect_render(r.text, msgs, spans, t.source)
-        budget = self._budget(conv, segments, len(ids))
-        if budget.used > budget.input_budget:
-            diags.append(warning("over_budget", f"prompt uses {budget.used} tokens, {budget.used - budget.input_budget}"
-                                 f" over the input budget of {budget.input_budget}"))
-        key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
-                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=msgs)
-        timings["total"] = (clock() - t0) * 1e3
-        return AssemblyResult(
-            template={"name": t.name, "version": t.version},
-            tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
-            text=r.text, token_ids=ids, segments=tuple(segments), budget=budget, dropped=(),
-            cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings, conversation=conv,
-            escaped=tuple(sorted(escaped)))
+        return r, gen_start, pending
 
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)
