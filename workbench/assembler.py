@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache.keys import cache_key
 from .cleaning import CleaningPolicy, clean
@@ -23,6 +23,9 @@ from .rewrites import inspect_render
 from .segments import PendingEncode, layout, tokenize_spans
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
+
+if TYPE_CHECKING:
+    from .session import Session
 
 DEFAULT_CONTEXT_WINDOW = 131072
 DEFAULT_RESERVE = 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..conversation import ROLES, Conversation, Message, ModelParams, ToolCall
+from ..conversation import ROLES, Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
 from .limits import IntakeLimits, check_text, check_total

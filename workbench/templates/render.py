@@ -102,9 +102,6 @@ class _Messages(list):
             return list(list.__getitem__(self, k))
         return list.__getitem__(self, k)
 
-    def __reversed__(self):  # type: ignore[no-untyped-def]
-        return reversed(list(list.__iter__(self)))
-
 
 class _GenFlag:
     """A true `add_generation_prompt` that notes where the template tests it.
