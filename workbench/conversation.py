@@ -45,6 +45,10 @@ class Message:
     name: str | None = None
     reasoning: str | None = None  # reasoning_content / thinking as the model produced it
     cache_control: bool = False   # Anthropic cache breakpoint on this message
+    # The content is a prompt template (SPEC 2.3) to expand before the chat template renders;
+    # `variables` is its template-local scope as canonical JSON (None: no local variables).
+    template: bool = False
+    variables: str | None = None
 
     def to_template(self) -> dict:
         """The dict a chat template sees; keys with no value are left out, as transformers does."""
@@ -120,6 +124,7 @@ class Conversation:
     tools: tuple[str, ...] = ()
     params: ModelParams = field(default_factory=ModelParams)
     source_format: str = "workbench"
+    variables: str | None = None  # request-scope prompt-template variables, canonical JSON
 
     def tool_schemas(self) -> list[dict]:
         return [json.loads(t) for t in self.tools]
@@ -133,6 +138,9 @@ class Conversation:
             d["tools"] = self.tool_schemas()
         d.update(self.params.to_json())
         return d
+
+    def request_variables(self) -> dict[str, Any]:
+        return json.loads(self.variables) if self.variables else {}
 
     def with_messages(self, messages: tuple[Message, ...]) -> "Conversation":
         return replace(self, messages=messages)

@@ -73,6 +73,29 @@ class TemplateNotFoundError(TemplateError):
     pass
 
 
+class VariableError(WorkbenchError):
+    """A prompt-template variable is missing, cyclic or too large, or its prompt template failed."""
+
+    def __init__(self, message: str, *, variable: str | None = None, seq: int | None = None,
+                 hint: str | None = None):
+        self.variable = variable
+        self.seq = seq
+        where = f"messages[{seq}]" if seq is not None else ""
+        if variable is not None:
+            where += f"{' ' if where else ''}variable {variable!r}"
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class BudgetError(WorkbenchError):
+    """The budget is impossible (bad window or reserve) or the parts that are never dropped do not fit."""
+
+    def __init__(self, message: str, *, over_by: int | None = None, parts: dict[str, int] | None = None,
+                 hint: str | None = None):
+        self.over_by = over_by
+        self.parts = dict(parts or {})
+        super().__init__(message, hint=hint)
+
+
 class TokenizerError(WorkbenchError):
     pass
 

@@ -16,7 +16,7 @@ from ..conversation import Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
 from .limits import IntakeLimits, check_text, check_total
-from .params import parse_params
+from .params import parse_params, parse_request_variables, parse_template_flag
 
 
 def _blocks(content: Any, *, index: int) -> list[dict]:
@@ -101,7 +101,9 @@ def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[C
     seq = 0
     system, sys_cached = _system(req.get("system"), limits)
     if system is not None:
-        out.append(Message(role="system", content=system, sequence=seq, cache_control=sys_cached))
+        is_template, local_vars = parse_template_flag(req.get("system_template"), field="system_template", index=None)
+        out.append(Message(role="system", content=system, sequence=seq, cache_control=sys_cached,
+                           template=is_template, variables=local_vars))
         seq += 1
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
@@ -155,10 +157,13 @@ def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[C
             if len(texts) > 1:
                 diags.append(info("parts_joined", f"{len(texts)} text blocks joined with a blank line", seq))
             content = "\n\n".join(texts) if texts else (None if role == "assistant" else "")
+            is_template, local_vars = parse_template_flag(m.get("template"), field="template", index=i)
             out.append(Message(role=role, content=content, sequence=seq, tool_calls=tuple(calls),
-                               reasoning=thinking, cache_control=cached))
+                               reasoning=thinking, cache_control=cached, template=is_template,
+                               variables=local_vars))
             seq += 1
     check_total(out, limits)
     conv = Conversation(messages=tuple(out), tools=parse_tools(req.get("tools"), limits, diags),
-                        params=parse_params(req, "anthropic"), source_format="anthropic")
+                        params=parse_params(req, "anthropic"), source_format="anthropic",
+                        variables=parse_request_variables(req))
     return conv, diags

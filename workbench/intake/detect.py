@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..conversation import Conversation
@@ -55,7 +56,7 @@ def normalize(req: Any, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversa
         return parse_anthropic(req, limits)
     conv, diags = parse_openai(req, limits)
     if fmt == "workbench":
-        conv = Conversation(conv.messages, conv.tools, conv.params, "workbench")
+        conv = replace(conv, source_format="workbench")
     return conv, diags
 
 

@@ -9,11 +9,11 @@ from ..conversation import ROLES, Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
 from .limits import IntakeLimits, check_text, check_total
-from .params import parse_params
+from .params import parse_params, parse_request_variables, parse_template_flag
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 _KNOWN_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name", "refusal", "audio",
-               "function_call", "cache_control", *_REASONING_KEYS}
+               "function_call", "cache_control", "template", *_REASONING_KEYS}
 
 
 def parse_content(content: Any, *, index: int, limits: IntakeLimits,
@@ -143,10 +143,13 @@ def parse_openai(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conv
                 break
         if role in ("user", "system") and content is None:
             raise RequestError(f"a {role} message needs content", field="content", index=i)
+        is_template, local_vars = parse_template_flag(m.get("template"), field="template", index=i)
         out.append(Message(role=role, content=content, sequence=i, tool_calls=tool_calls,
                            tool_call_id=tool_call_id, name=name, reasoning=reasoning,
-                           cache_control=isinstance(m.get("cache_control"), dict)))
+                           cache_control=isinstance(m.get("cache_control"), dict),
+                           template=is_template, variables=local_vars))
     check_total(out, limits)
     conv = Conversation(messages=tuple(out), tools=parse_tools(req.get("tools"), limits),
-                        params=parse_params(req, "openai"), source_format="openai")
+                        params=parse_params(req, "openai"), source_format="openai",
+                        variables=parse_request_variables(req))
     return conv, diags

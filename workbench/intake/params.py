@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from ..conversation import ModelParams
+from ..conversation import ModelParams, canonical_json
 from ..errors import RequestError
 
 _MESSAGE_KEYS = {"messages", "tools", "system", "format", "title", "description", "requests",
-                 "context_window", "tool_choice", "stream"}
+                 "context_window", "tool_choice", "stream", "variables", "system_template"}
 
 
 def _number(req: dict, key: str, kind: type) -> float | int | None:
@@ -46,3 +46,32 @@ def parse_params(req: dict, fmt: str) -> ModelParams:
         response_format=None if rf is None else json.dumps(rf, sort_keys=True),
         extra=extra,
     )
+
+
+def parse_template_flag(value: object, *, field: str, index: int | None) -> tuple[bool, str | None]:
+    """A message's `template` key: true, or {"variables": {...}} with its template-local scope."""
+    if value is None or value is False:
+        return False, None
+    if value is True:
+        return True, None
+    if isinstance(value, dict):
+        unknown = set(value) - {"variables"}
+        if unknown:
+            raise RequestError(f"unknown key {sorted(unknown)[0]!r}", field=field, index=index,
+                               hint='use "template": true or {"variables": {...}}')
+        local = value.get("variables", {})
+        if not isinstance(local, dict):
+            raise RequestError("variables must be an object of name: value", field=f"{field}.variables",
+                               index=index)
+        return True, canonical_json(local) if local else None
+    raise RequestError(f"must be true or an object, got {value!r}", field=field, index=index,
+                       hint='use "template": true or {"variables": {...}}')
+
+
+def parse_request_variables(req: dict) -> str | None:
+    v = req.get("variables")
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise RequestError("must be an object of name: value", field="variables")
+    return canonical_json(v) if v else None
