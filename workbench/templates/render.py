@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -157,34 +158,66 @@ def _template_line(exc: BaseException) -> int | None:
     return line
 
 
+class _Monitor:
+    """One daemon thread that watches every render's deadline (a thread per render costs ~0.1 ms).
+
+    It sleeps until the nearest deadline, at most a second; a render whose deadline comes
+    sooner than that wakes it. When a deadline passes, the rendering thread gets _Timeout
+    raised inside it (templates run in pure Python, so it lands between bytecodes).
+    """
+
+    POLL_S = 1.0
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.active: set[_Watchdog] = set()
+        self.wake_at = float("inf")
+        self.thread: threading.Thread | None = None
+
+    def add(self, w: "_Watchdog") -> None:
+        with self.cv:
+            self.active.add(w)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="workbench-render-watchdog", daemon=True)
+                self.thread.start()
+            if w.deadline < self.wake_at:
+                self.cv.notify()
+
+    def _run(self) -> None:
+        with self.cv:
+            while True:
+                now = time.monotonic()
+                for w in [w for w in self.active if w.deadline <= now]:
+                    self.active.discard(w)
+                    w.fired = True
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(w.tid), ctypes.py_object(_Timeout))
+                nearest = min((w.deadline for w in self.active), default=now + self.POLL_S)
+                self.wake_at = min(nearest, now + self.POLL_S)
+                self.cv.wait(max(self.wake_at - now, 0.0))
+
+
+_MONITOR = _Monitor()
+
+
 class _Watchdog:
-    """Raises TemplateLimitError inside the rendering thread when time runs out."""
+    """Raises _Timeout inside the rendering thread when its time runs out."""
+
+    __slots__ = ("tid", "deadline", "fired")
 
     def __init__(self, timeout: float) -> None:
         self.tid = threading.get_ident()
-        self.lock = threading.Lock()
-        self.done = False
+        self.deadline = time.monotonic() + timeout
         self.fired = False
-        self.timer = threading.Timer(timeout, self._fire)
-        self.timer.daemon = True
-
-    def _fire(self) -> None:
-        with self.lock:
-            if not self.done:
-                self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid),
-                                                           ctypes.py_object(_Timeout))
 
     def __enter__(self) -> "_Watchdog":
-        self.timer.start()
+        _MONITOR.add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        with self.lock:
-            self.done = True
-        self.timer.cancel()
-        if self.fired:  # clear an exception that was set but not yet raised
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid), None)
+        with _MONITOR.cv:
+            _MONITOR.active.discard(self)
+            if self.fired:  # clear an exception that was set but not yet raised
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid), None)
 
 
 class _Timeout(Exception):
