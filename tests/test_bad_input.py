@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from workbench import Assembler, CleaningPolicy
-from workbench.errors import (CleaningError, FormatDetectionError, InjectionError, RequestError,
+from workbench.errors import (BudgetError, CleaningError, FormatDetectionError, InjectionError, RequestError,
                               SessionFileError, TemplateError, TemplateLimitError, TemplateNotFoundError,
-                              TemplateSecurityError, TemplateSyntaxError, TokenizerNotFoundError, WorkbenchError)
+                              TemplateSecurityError, TemplateSyntaxError, TokenizerNotFoundError, VariableError,
+                              WorkbenchError)
 from workbench.sessions import load_session
 from workbench.templates import RenderLimits, from_source
 
@@ -40,6 +41,15 @@ def tmpl(source, timeout=1.0, cap=256 * 1024 * 1024):
                       render_limits=RenderLimits(max_output_chars=cap, timeout_s=timeout))
         return a.assemble({"messages": OK_MSGS})
     return run
+
+
+def prompt(source, local=None, request=None):
+    """A system prompt that is a prompt template, assembled through the whole pipeline."""
+    msg = {"role": "system", "content": source, "template": {"variables": local} if local else True}
+    req = {"messages": [msg, *OK_MSGS]}
+    if request:
+        req["variables"] = request
+    return lambda: asm().assemble(req)
 
 
 def _tc(args, cid="call_1"):
@@ -111,6 +121,28 @@ ERRORS = [
      ["messages[0]", "<|im_end|>", "escape"]),
     ("unknown_injection_policy", lambda: Assembler(template="chatml", injection="maybe"), WorkbenchError,
      ["maybe"]),
+    # budgets (issue 3)
+    ("zero_window", lambda: Assembler(template="chatml", context_window=0), BudgetError, ["positive", "--context-window"]),
+    ("negative_window", lambda: Assembler(template="chatml", context_window=-1), BudgetError, ["positive"]),
+    ("reserve_over_window", lambda: Assembler(template="chatml", context_window=100, reserve=101), BudgetError,
+     ["101", "no room", "100"]),
+    ("max_tokens_over_window", lambda: Assembler(template="chatml", context_window=100).assemble(
+        {"messages": OK_MSGS, "max_tokens": 500}), BudgetError, ["max_tokens", "500"]),
+    ("mandatory_over_budget", lambda: Assembler(template="chatml", context_window=40, reserve=10).assemble(
+        {"messages": [{"role": "system", "content": "rules " * 50}, *OK_MSGS]}), BudgetError,
+     ["never dropped", "over the input budget of 30", "system"]),
+    # prompt-template variables (issue 3)
+    ("unknown_variable", prompt("Hello {{ customer }}"), VariableError, ["customer", "messages[0]"]),
+    ("cyclic_variables", prompt("{{ a }}", local={"a": "{{ b }}", "b": "{{ a }}"}), VariableError, ["a -> b -> a"]),
+    ("self_reference", prompt("{{ a }}", local={"a": "x {{ a }}"}), VariableError, ["a -> a"]),
+    ("huge_loop_collection", prompt("{% for x in items %}{{ x }}{% endfor %}", request={"items": list(range(10**5))}),
+     VariableError, ["items"]),
+    ("loop_bomb_in_prompt", prompt("{% for i in range(10**9) %}{% endfor %}"), VariableError, ["loop"]),
+    ("prompt_sandbox_escape", prompt("{{ ''.__class__.__mro__ }}"), VariableError, ["messages[0]"]),
+    ("variables_not_object", lambda: asm().assemble({"messages": OK_MSGS, "variables": [1]}), RequestError,
+     ["variables", "object"]),
+    ("template_flag_bad", call([{"role": "user", "content": "x", "template": "yes"}]), RequestError,
+     ["messages[0]", "template"]),
 ]
 
 

@@ -121,12 +121,82 @@ def test_errors_exit_2_with_one_line(args, fragment):
 @pytest.mark.parametrize("template", ["qwen2.5", "llama3.1", "deepseek-v3", "gpt-oss"])
 def test_large_sessions_render(capsys, template):
     """The long RAG session (Anthropic, > 30k tokens) and the overflowing one render to the contract;
-    the overflow session's window hint is used and the overflow is reported."""
-    d = run_json(capsys, "render", str(ROOT / "sample_sessions" / "rag_long.json"), "--template", template, "--json")
+    the overflow session's window hint is used and the overflow is truncated (or, with --no-truncate,
+    reported)."""
+    rag = str(ROOT / "sample_sessions" / "rag_long.json")
+    d = run_json(capsys, "render", rag, "--template", template, "--context-window", "65536", "--json")
     check_contract(d)
-    assert len(d["token_ids"]) > 30_000
-    o = run_json(capsys, "render", str(ROOT / "sample_sessions" / "overflow.json"), "--template", template, "--json")
+    assert len(d["token_ids"]) > 30_000 and d["dropped"] == []
+    # Its document sits in the system prompt, which is never dropped: a 16k window cannot hold it.
+    assert main(["render", rag, "--template", template, "--context-window", "16384", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "never dropped" in err and "system" in err
+    path = str(ROOT / "sample_sessions" / "overflow.json")
+    o = run_json(capsys, "render", path, "--template", template, "--json")
     check_contract(o)
     assert o["budget"]["context_window"] == 32768
-    assert o["budget"]["used"] > o["budget"]["input_budget"]
-    assert any(g["code"] == "over_budget" for g in o["diagnostics"])
+    assert o["dropped"] and o["budget"]["used"] <= o["budget"]["input_budget"]
+    assert any(g["code"] == "truncated" for g in o["diagnostics"])
+    n = run_json(capsys, "render", path, "--template", template, "--no-truncate", "--json")
+    assert n["dropped"] == [] and n["budget"]["used"] > n["budget"]["input_budget"]
+    assert any(g["code"] == "over_budget" for g in n["diagnostics"])
+
+
+TEMPLATED = ROOT / "sample_sessions" / "templated_system.json"
+VARS = ROOT / "sample_sessions" / "vars" / "templated_system.json"
+
+
+def test_vars_file_scopes_and_debug_view(capsys):
+    d = run_json(capsys, "render", str(TEMPLATED), "--vars", str(VARS), "--json")
+    check_contract(d)
+    rows = {v["name"]: v for v in d["variables"]}
+    assert rows["company"]["scope"] == "system" and rows["company"]["value"] == "Northwind Outfitters"
+    assert rows["deployment"]["value"] == "eu-prod" and "eu-prod deployment" in d["text"]
+    assert rows["customer_tier"]["scope"] == "request" and "Gold member" in d["text"]
+    assert rows["assistant_name"]["scope"] == "local" and "You are Nora" in d["text"]
+    assert rows["today"]["scope"] == "builtin" and rows["today"]["volatile"] is True
+    assert "{{" not in d["text"] and "{%" not in d["text"]
+    warn = [g for g in d["diagnostics"] if g["code"] == "volatile_in_prefix"]
+    assert warn and warn[0]["seq"] == 0 and "today" in warn[0]["message"]
+    # without the file the optional defaults apply and the session still renders
+    plain = run_json(capsys, "render", str(TEMPLATED), "--json")
+    assert "demo deployment" in plain["text"]
+    assert {v["name"]: v["scope"] for v in plain["variables"]}["deployment"] == "empty"
+    # the debug view on its own
+    v = run_json(capsys, "variables", str(TEMPLATED), "--vars", str(VARS), "--json")
+    assert [r["name"] for r in v["variables"]] == [r["name"] for r in d["variables"]]
+    assert main(["variables", str(TEMPLATED), "--vars", str(VARS)]) == 0
+    out = capsys.readouterr().out
+    assert "customer_tier" in out and "request" in out and "volatile" in out
+
+
+def test_vars_file_errors_exit_2(capsys, tmp_path):
+    cases = {
+        "missing.json": None,
+        "notjson.json": "{nope",
+        "list.json": "[1, 2]",
+        "unknown_field.json": json.dumps({"declare": {"loyalty_id": {"mandatory": True}}}),
+        "unknown_key.json": json.dumps({"constants": {}, "globals": {}}),
+        "baddecl.json": json.dumps({"declare": {"x": {"required": "yes"}}}),
+    }
+    for name, body in cases.items():
+        path = tmp_path / name
+        if body is not None:
+            path.write_text(body, encoding="utf-8")
+        assert main(["render", str(TEMPLATED), "--vars", str(path), "--json"]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and err.count("\n") == 1, (name, err)
+    # a prompt template naming a variable nobody defines
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps({"messages": [{"role": "system", "content": "Hi {{ who }}", "template": True},
+                                                {"role": "user", "content": "x"}]}), encoding="utf-8")
+    assert main(["render", str(session), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "who" in err
+
+
+def test_human_view_shows_breakdown_and_drops(capsys):
+    assert main(["render", str(ROOT / "sample_sessions" / "overflow.json"), "--context-window", "8192",
+                 "--reserve", "1024", "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert "last user" in out and "reserve 1024" in out and "dropped" in out and "oldest first" in out

@@ -2005,6 +2005,38 @@ def check_session(name: str, session: dict) -> None:
             assert sorted(uses) == sorted(res), name
 
 
+def make_templated_system() -> dict:
+    """A system prompt that is a prompt template: local, request and system-scope variables, a loop,
+    a conditional, and the volatile built-in ``today`` (which the pipeline flags: it breaks the prefix)."""
+    system = (
+        "You are {{ assistant_name }}, the support assistant of {{ company | default('Northwind Outfitters') }}"
+        " ({{ deployment | default('demo') }} deployment).\n"
+        "{% if customer_tier == 'gold' %}The customer is a Gold member: offer free express shipping.\n{% endif %}"
+        "Policies:\n"
+        "{% for p in policies %}- {{ p }}\n{% endfor %}"
+        "Today is {{ today }}. Answer in the customer's language."
+    )
+    return {
+        "format": "openai",
+        "title": "Templated system prompt",
+        "description": "The system prompt is a prompt template (variables, a loop, a condition). It uses the "
+                       "volatile built-in `today`, so the prefix changes every day: the pipeline warns. "
+                       "Try: workbench variables sample_sessions/templated_system.json "
+                       "--vars sample_sessions/vars/templated_system.json",
+        "variables": {"customer_tier": "gold"},
+        "messages": [
+            {"role": "system", "content": system, "template": {"variables": {
+                "assistant_name": "Nora",
+                "policies": ["Returns are free within 30 days.", "Never share another customer's order.",
+                             "Escalate damaged goods to a human agent."]}}},
+            {"role": "user", "content": "Hi! My order #48213 arrived with a torn strap. What can I do?"},
+            {"role": "assistant", "content": "I'm sorry about the strap! Damaged goods go to a colleague who "
+                                             "can arrange a replacement. Shall I hand you over?"},
+            {"role": "user", "content": "Yes please, and can the replacement ship express?"},
+        ],
+    }
+
+
 def build_all() -> dict:
     """Return {file name: session}; each generator has its own seed."""
     return {
@@ -2017,6 +2049,7 @@ def build_all() -> dict:
         "bench_1000.json": make_bench_1000(random.Random(707)),
         "anthropic_minimal.json": make_anthropic_minimal(),
         "openai_minimal.json": make_openai_minimal(),
+        "templated_system.json": make_templated_system(),
     }
 
 

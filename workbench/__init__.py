@@ -7,7 +7,10 @@ from .errors import WorkbenchError
 from .result import AssemblyResult
 from .session import Session
 from .sessions import load_session
+from .truncation import TruncationPolicy
+from .variables import VariableConfig, VariableSpec
 
 __all__ = ["Assembler", "AssemblerConfig", "AssemblyResult", "CleaningPolicy", "Conversation", "Message",
-           "Session", "ToolCall", "WorkbenchError", "load_session"]
+           "Session", "ToolCall", "TruncationPolicy", "VariableConfig", "VariableSpec", "WorkbenchError",
+           "load_session"]
 __version__ = "0.1.0"

@@ -9,26 +9,30 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
+
+from .budget import Window, measure, resolve_window
 from .cache.keys import cache_key
 from .cleaning import CleaningPolicy, clean
-from .conversation import Conversation
+from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, info, warning
 from .errors import WorkbenchError
 from .injection import POLICIES, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
-from .result import AssemblyResult, Budget
+from .result import AssemblyResult, Dropped, DroppedList
 from .rewrites import inspect_render
-from .segments import PendingEncode, layout, tokenize_spans
+from .segments import PendingEncode, Segment, Span, layout, tokenize_spans
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
+from .truncation import Plan, Search, TruncationPolicy, _mandatory_error, estimate_message, estimate_text, fit, plan
+from .variables import Binding, VariableConfig, expand_messages
 
 if TYPE_CHECKING:
     from .session import Session
 
-DEFAULT_CONTEXT_WINDOW = 131072
-DEFAULT_RESERVE = 4096
 # A template with no natural tokenizer (gemma3, or a custom file) uses this one unless told.
 FALLBACK_TOKENIZER = "o200k_base"
 
@@ -44,6 +48,8 @@ class AssemblerConfig:
     intake: IntakeLimits = field(default_factory=IntakeLimits)
     render_limits: RenderLimits = field(default_factory=RenderLimits)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    truncation: TruncationPolicy = field(default_factory=TruncationPolicy)
+    variables: VariableConfig = field(default_factory=VariableConfig)
 
 
 class Assembler:
@@ -64,6 +70,12 @@ class Assembler:
                                        f"template {self.template.name!r} has no offline tokenizer; counting with "
                                        f"{FALLBACK_TOKENIZER} (ids are not the model's; pass a tokenizer: hf:DIR)"))
         self.tokenizer = get_tokenizer(tok)
+        self._special_str = {v: k for k, v in self.tokenizer.specials.items()}
+        # Tokens per estimated token for this tokenizer, learned from exact counts as truncation runs.
+        self._ratio = 1.0
+        if self.config.context_window is not None or self.config.reserve is not None:
+            # Refuse an impossible window at configuration time, not at the first request.
+            self.window(Conversation(messages=()))
 
     # ------------------------------------------------------------------ stages
     def normalize(self, request: Any) -> tuple[Conversation, list[Diagnostic]]:
@@ -77,52 +89,241 @@ class Assembler:
         kw.update(self.config.template_kwargs)
         return kw
 
+    def prepare(self, request: Any) -> tuple[Conversation, list[Diagnostic], list[Binding], dict[str, float]]:
+        """Normalize, expand prompt templates and clean: the conversation the chat template will see."""
+        clock = time.perf_counter
+        t0 = clock()
+        conv, diags = self.normalize(request)
+        t1 = clock()
+        bindings: list[Binding] = []
+        if any(m.template for m in conv.messages):
+            # Prompt templates expand before cleaning, so a merge never turns literal text into template code.
+            msgs, bindings, d = expand_messages(conv.messages, conv.request_variables(), self.config.variables)
+            conv = conv.with_messages(tuple(msgs))
+            diags += d
+        t2 = clock()
+        conv, d = clean(conv, self.config.cleaning)
+        diags += d
+        t3 = clock()
+        return conv, diags, bindings, {"normalize": (t1 - t0) * 1e3, "variables": (t2 - t1) * 1e3,
+                                       "clean": (t3 - t2) * 1e3}
+
+    def window(self, conv: Conversation) -> Window:
+        t = self.template
+        return resolve_window(conv, context_window=self.config.context_window, reserve=self.config.reserve,
+                              template_window=t.context_window, template_reserve=t.reserve)
+
     def assemble(self, request: Any, *, add_generation_prompt: bool | None = None) -> AssemblyResult:
         clock = time.perf_counter
         t0 = clock()
-        timings: dict[str, float] = {}
-        conv, diags = self.normalize(request)
-        t1 = clock()
-        timings["normalize"] = (t1 - t0) * 1e3
-        conv, d = clean(conv, self.config.cleaning)
-        diags += d
-        t2 = clock()
-        timings["clean"] = (t2 - t1) * 1e3
-
+        conv, diags, bindings, timings = self.prepare(request)
+        win = self.window(conv)
         msgs = conv.messages
         if add_generation_prompt is None:
             add_generation_prompt = not msgs or msgs[-1].role != "assistant"
-        r, gen_start, pending = self._render(conv, add_generation_prompt)
-        t3 = clock()
-        timings["render"] = (t3 - t2) * 1e3
+        policy = self.config.truncation
+        budget = win.input_budget
+        t1 = clock()
+        dropped: Sequence[Dropped] = ()
+        made: list[_Built] = []   # every exact assembly (or splice) this request took
+        estimated: int | None = None
+        if policy.enabled:
+            p = plan(msgs, policy)
+            ratio = self._ratio
+            fixed = sum(estimate_message(msgs[i]) for i in p.mandatory) + sum(estimate_text(x) for x in conv.tools)
+            # Fast estimate, newest first, stopping as soon as it is clearly over: O(kept), not O(history).
+            ests = [0.0] * len(p.units)
+            acc = fixed * ratio
+            for u in range(len(p.units) - 1, -1, -1):
+                ests[u] = sum(estimate_message(msgs[i]) for i in p.units[u]) * ratio
+                acc += ests[u]
+                if acc > budget:
+                    break
+            estimated = int(acc)
+            search = Search(estimated=estimated)
+            first = None
+            if acc <= budget * 0.9 or not p.units:
+                # The fast estimate says it fits: the exact count confirms (or truncation starts from it).
+                built = self._build(conv, add_generation_prompt)
+                first = (built, 0)
+                made.append(built)
+                search.builds += 1
+            if first is None or (first[0].used > budget and p.units):
+                def build(k: int) -> _Built:
+                    # Rewrite diagnostics wait for the final prompt: windows only need their counts.
+                    b = self._build(conv.with_messages(p.kept(msgs, k)), add_generation_prompt, inspect=False)
+                    made.append(b)
+                    return b
 
+                def splice(base: _Built, base_k: int, k: int) -> _Built | None:
+                    b = self._splice(base, conv.with_messages(p.kept(msgs, k)), add_generation_prompt)
+                    if b is not None:
+                        made.append(b)
+                    return b
+
+                built, k = fit(msgs, p, budget, fixed_estimate=fixed, ratio=ratio, build=build,
+                               splice=splice, first=first, search=search, estimates=ests)
+                self._calibrate(built, p, k, msgs)
+                if k and policy.cut:
+                    built, k = self._cut(conv, p, k, built, budget, add_generation_prompt)
+                dropped = DroppedList(partial(_dropped, msgs, p, k), sum(len(u) for u in p.units[:k]))
+                if dropped:
+                    diags.append(warning("truncated", f"dropped {len(dropped)} message(s), oldest first, to fit the "
+                                         f"input budget of {budget} tokens (window {win.context_window} − reserve "
+                                         f"{win.reserve})"))
+            elif first[0].used > budget:
+                raise _mandatory_error(first[0], budget)
+            timings["truncate_builds"] = float(search.builds)
+            timings["truncate_splices"] = float(search.splices)
+        else:
+            built = self._build(conv, add_generation_prompt)
+        conv = built.conv
+        if not built.inspected:
+            built.diags += inspect_render(built.text, conv.messages, built.spans, self.template.source)
+        if built not in made:
+            made.append(built)
+        timings["render"] = sum(b.render_ms for b in made)
+        timings["tokenize"] = sum(b.tokenize_ms for b in made)
+        timings["budget"] = (clock() - t1) * 1e3 - built.render_ms - built.tokenize_ms
+        diags += built.diags
         t = self.template
+        key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
+                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages)
+        bud = measure(win, conv, built.segments, len(built.ids), estimated)
+        if bud.used > bud.input_budget:
+            diags.append(warning("over_budget", f"prompt uses {bud.used} tokens, {bud.used - bud.input_budget}"
+                                 f" over the input budget of {bud.input_budget}"))
+        timings["total"] = (clock() - t0) * 1e3
+        return AssemblyResult(
+            template={"name": t.name, "version": t.version},
+            tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
+            text=built.text, token_ids=built.ids, segments=tuple(built.segments), budget=bud,
+            dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
+            conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings))
+
+    # ------------------------------------------------------------------ exact assembly of one conversation
+    def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":
+        clock = time.perf_counter
+        t0 = clock()
+        msgs = conv.messages
+        r, gen_start, pending = self._render(conv, add_generation_prompt)
+        t1 = clock()
         spans = layout(r.text, msgs, r.starts, gen_start=gen_start, tools_start=r.tools_start,
                        bos_token=self._kwargs().get("bos_token") or None)
-        escaped, d = apply_policy(scan(msgs, self.tokenizer), msgs, self.config.injection, r.text, spans)
-        diags += d
-        # Python work that needs no token ids runs now, while the encode finishes on other threads.
-        diags += inspect_render(r.text, msgs, spans, t.source)
-        key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
-                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=msgs)
+        escaped, diags = self._diagnose(conv, r.text, spans, inspect)
         segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
                                               None if escaped else pending)
         if moved:
             diags.append(info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to "
                               "the token boundary before it"))
-        timings["tokenize"] = (clock() - t3) * 1e3
+        built = _Built(conv, r.text, segments, ids, diags, tuple(escaped), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
+        built.spans, built.inspected = spans, inspect
+        return built
 
-        budget = self._budget(conv, segments, len(ids))
-        if budget.used > budget.input_budget:
-            diags.append(warning("over_budget", f"prompt uses {budget.used} tokens, {budget.used - budget.input_budget}"
-                                 f" over the input budget of {budget.input_budget}"))
-        timings["total"] = (clock() - t0) * 1e3
-        return AssemblyResult(
-            template={"name": t.name, "version": t.version},
-            tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
-            text=r.text, token_ids=ids, segments=tuple(segments), budget=budget, dropped=(),
-            cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings, conversation=conv,
-            escaped=tuple(sorted(escaped)))
+    def _diagnose(self, conv: Conversation, text: str, spans: list[Span], inspect: bool = True
+                  ) -> tuple[list, list[Diagnostic]]:
+        msgs = conv.messages
+        escaped, diags = apply_policy(scan(msgs, self.tokenizer), msgs, self.config.injection, text, spans)
+        if inspect:
+            # Python work that needs no token ids runs now, while the encode finishes on other threads.
+            diags += inspect_render(text, msgs, spans, self.template.source)
+        return escaped, diags
+
+    def _splice(self, base: "_Built", conv: Conversation, add_generation_prompt: bool) -> "_Built | None":
+        """`base` without the segments of messages `conv` no longer has, if that is provably exact.
+
+        Exact when a plain render of `conv` is the spliced text (the template renders the kept
+        messages the same without the dropped ones) and every cut starts at a special token
+        (encoding is split at special tokens, so the ids on either side cannot change).
+        """
+        if base.escaped:
+            return None
+        clock = time.perf_counter
+        t0 = clock()
+        keep = {m.sequence for m in conv.messages}
+        specials = self.tokenizer.specials
+        segs = base.segments
+        kept: list[Segment] = []
+        prev_dropped = False
+        for s in segs:
+            gone = s.seq is not None and s.kind == "message" and s.seq not in keep
+            if gone != prev_dropped:
+                # A cut: the segment on the far side must begin with a special token, whole.
+                lead = self._special_str.get(int(s.token_ids[0])) if s.token_count else None
+                if lead is None or not s.text.startswith(lead):
+                    return None
+            prev_dropped = gone
+            if not gone:
+                kept.append(s)
+        if prev_dropped or len(kept) == len(segs) or not specials:
+            return None
+        text = "".join(s.text for s in kept)
+        t = self.template
+        plain = render(t.source, t.name, conv.to_template_messages(), tools=conv.tool_schemas() or None,
+                       add_generation_prompt=add_generation_prompt, kwargs=self._kwargs(),
+                       limits=self.config.render_limits).text
+        t1 = clock()
+        if plain != text:
+            return None
+        ids = np.concatenate([s.token_ids for s in kept]).astype(np.uint32, copy=False) if kept else \
+            np.zeros(0, dtype=np.uint32)
+        ids.flags.writeable = False
+        out: list[Segment] = []
+        tpos = cpos = 0
+        for s in kept:
+            n, c = s.token_count, len(s.text)
+            out.append(Segment(s.kind, s.role, s.seq, s.text, ids[tpos:tpos + n], tpos, tpos + n, cpos, cpos + c))
+            tpos, cpos = tpos + n, cpos + c
+        spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in out]
+        escaped, diags = self._diagnose(conv, text, spans, inspect=False)
+        if escaped:
+            return None
+        built = _Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
+        built.spliced, built.spans = True, spans
+        return built
+
+    def _calibrate(self, built: "_Built", p: Plan, k: int, msgs: tuple[Message, ...]) -> None:
+        """Learn this tokenizer's tokens per estimated token from the kept messages (for the next window)."""
+        counts = built.seq_tokens()
+        est = exact = 0.0
+        for u in p.units[k:]:
+            for i in u:
+                est += estimate_message(msgs[i])
+                exact += counts.get(msgs[i].sequence, 0)
+        if est > 200:  # enough text to measure; recent content predicts the next request best
+            self._ratio = exact / est
+
+    def _cut(self, conv: Conversation, p: Plan, k: int, built: "_Built", budget: int,
+             add_generation_prompt: bool) -> tuple["_Built", int]:
+        """Keep the newest dropped unit after all, its longest text cut (from the front) to fill the budget."""
+        msgs = conv.messages
+        unit = p.units[k - 1]
+        target = max(unit, key=lambda i: len(msgs[i].content or ""))
+        m = msgs[target]
+        if not m.content or m.tool_calls:
+            return built, k
+        marker = self.config.truncation.cut_marker
+        ids = self.tokenizer.encode_ordinary(m.content)
+        others = sum(estimate_message(msgs[i]) for i in unit if i != target) * self._ratio
+        room = int(budget - built.used - others - 8 - len(self.tokenizer.encode_ordinary(marker)))
+        for _ in range(6):
+            if room <= 0:
+                return built, k
+            tail = _tail_text(self.tokenizer, ids, room)
+            if not tail:
+                return built, k
+            cut_msg = m.with_(content=marker.lstrip("\n") + "\n" + tail if marker.startswith("\n") else
+                              marker + tail)
+            kept = tuple(cut_msg if i == target else msgs[i] for i in range(len(msgs))
+                         if i not in {j for u in p.units[:k - 1] for j in u})
+            trial = self._build(conv.with_messages(kept), add_generation_prompt)
+            if trial.used <= budget:
+                trial.diags.append(warning("message_cut", f"{m.role} message cut to its last {room} of {len(ids)} "
+                                           f"tokens (at a token boundary, marked) to fill the budget", m.sequence))
+                trial.cut_seq = m.sequence
+                return trial, k - 1
+            room -= trial.used - budget + 1
+        return built, k
 
     def _render(self, conv: Conversation, add_generation_prompt: bool) -> tuple[Rendered, int | None, PendingEncode]:
         """Render (tracked), start encoding the output as it comes, and find the generation prompt."""
@@ -157,16 +358,71 @@ class Assembler:
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)
 
-    def _budget(self, conv: Conversation, segments: list, used: int) -> Budget:
-        cw = self.config.context_window or self.template.context_window or DEFAULT_CONTEXT_WINDOW
-        reserve = conv.params.max_tokens if conv.params.max_tokens is not None else (
-            self.config.reserve if self.config.reserve is not None else (self.template.reserve or DEFAULT_RESERVE))
-        by_kind: dict[str, int] = {}
-        for s in segments:
-            by_kind[s.kind] = by_kind.get(s.kind, 0) + s.token_count
-        return Budget(context_window=cw, reserve=reserve, input_budget=max(cw - reserve, 0), used=used,
-                      by_kind=by_kind)
-
     def session(self) -> "Session":
         from .session import Session
         return Session(self)
+
+
+class _Built:
+    """One exact assembly of a conversation (before budget and cache key)."""
+
+    __slots__ = ("conv", "text", "segments", "ids", "diags", "escaped", "render_ms", "tokenize_ms", "spliced",
+                 "cut_seq", "spans", "inspected", "_counts")
+
+    def __init__(self, conv: Conversation, text: str, segments: list[Segment], ids: np.ndarray,
+                 diags: list[Diagnostic], escaped: tuple, render_ms: float, tokenize_ms: float):
+        self.conv, self.text, self.segments, self.ids = conv, text, segments, ids
+        self.diags, self.escaped, self.render_ms, self.tokenize_ms = diags, escaped, render_ms, tokenize_ms
+        self.spliced = False
+        self.inspected = False        # rewrite diagnostics added
+        self.spans: list[Span] = []
+        self.cut_seq: int | None = None
+        self._counts: dict[int, int] | None = None
+
+    @property
+    def used(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def parts(self) -> dict[str, int]:
+        from .budget import Window, measure
+        return measure(Window(max(self.used, 1) + 1, 0, "default"), self.conv, self.segments, self.used).parts
+
+    def seq_tokens(self) -> dict[int, int]:
+        if self._counts is None:
+            counts: dict[int, int] = {}
+            for s in self.segments:
+                if s.seq is not None:
+                    counts[s.seq] = counts.get(s.seq, 0) + s.token_count
+            self._counts = counts
+        return self._counts
+
+
+def _dropped(msgs: tuple[Message, ...], p: Plan, k: int) -> list[Dropped]:
+    out = []
+    oldest = "oldest first, to fit the input budget"
+    for u in p.units[:k]:
+        head = msgs[u[0]]
+        out.append(Dropped(head.sequence, oldest, "oldest_first", head.role))
+        if len(u) > 1:
+            turn = f"dropped with its turn (seq {head.sequence})"
+            call = f"dropped with the tool call it answers (turn of seq {head.sequence})"
+            for i in u[1:]:
+                m = msgs[i]
+                if m.role == "tool":
+                    out.append(Dropped(m.sequence, call, "tool_pair", "tool"))
+                else:
+                    out.append(Dropped(m.sequence, turn, "same_unit", m.role))
+    return out
+
+
+def _tail_text(tokenizer: Tokenizer, ids: np.ndarray, n: int) -> str:
+    """The text of the last n tokens, starting at a whole character (a token boundary)."""
+    start = max(len(ids) - n, 0)
+    while start < len(ids):
+        raw = b"".join(tokenizer.token_bytes(int(t)) for t in ids[start:])
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            start += 1
+    return ""

@@ -3,39 +3,58 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from .budget import Budget
 from .cache.keys import CacheKey
 from .conversation import Conversation
 from .diagnostics import Diagnostic
 from .segments import Segment
+from .variables import Binding
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    context_window: int
-    reserve: int
-    input_budget: int
-    used: int
-    by_kind: dict[str, int]
+class Dropped(NamedTuple):
+    """A message truncation dropped. (A named tuple: a long history drops thousands at once.)"""
 
-    @property
-    def free(self) -> int:
-        return self.input_budget - self.used
-
-    def to_json(self) -> dict:
-        return {"context_window": self.context_window, "reserve": self.reserve, "input_budget": self.input_budget,
-                "used": self.used, "free": self.free, "by_kind": dict(self.by_kind)}
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
     seq: int
     reason: str
+    code: str = "oldest_first"   # oldest_first | tool_pair | same_unit
+    role: str | None = None
 
     def to_json(self) -> dict:
-        return {"seq": self.seq, "reason": self.reason}
+        return {"seq": self.seq, "reason": self.reason, "code": self.code, "role": self.role}
+
+
+class DroppedList(Sequence):
+    """The dropped messages, built on first look (a long history drops thousands; most callers
+    only count them). Compares equal to a tuple or list of the same Dropped items."""
+
+    __slots__ = ("_make", "_n", "_items")
+
+    def __init__(self, make: Callable[[], list[Dropped]], n: int):
+        self._make, self._n, self._items = make, n, None
+
+    def _all(self) -> list[Dropped]:
+        if self._items is None:
+            self._items = self._make()
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self._all()[i]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (tuple, list, DroppedList)) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"DroppedList({self._all()!r})"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -46,7 +65,7 @@ class AssemblyResult:
     token_ids: np.ndarray     # np.uint32, read-only
     segments: tuple[Segment, ...]
     budget: Budget
-    dropped: tuple[Dropped, ...]
+    dropped: Sequence[Dropped]    # a tuple, or a DroppedList (same interface)
     cache_key: CacheKey
     diagnostics: tuple[Diagnostic, ...]
     timings_ms: dict[str, float]
@@ -54,6 +73,8 @@ class AssemblyResult:
     cache_hits: dict[str, int] = field(default_factory=lambda: {"local": 0, "redis": 0})
     # Character spans of user text holding special-token strings, encoded as plain text.
     escaped: tuple[tuple[int, int], ...] = ()
+    # Prompt-template variables: each with its value, the scope it came from, and who used it.
+    variables: tuple[Binding, ...] = ()
 
     @property
     def total_tokens(self) -> int:
@@ -78,5 +99,6 @@ class AssemblyResult:
             "cache_hits": dict(self.cache_hits),
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "escaped_spans": [list(e) for e in self.escaped],
+            "variables": [b.to_json() for b in self.variables],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }

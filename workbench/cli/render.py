@@ -8,12 +8,15 @@ import json
 import os
 import sys
 from importlib import resources
+from pathlib import Path
 from typing import TextIO
 
 from ..assembler import Assembler
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
+from ..truncation import TruncationPolicy
+from ..variables import VariableConfig
 
 DEFAULT_TEMPLATE = "qwen2.5"
 
@@ -30,6 +33,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("demo", help="render the embedded demo session (the default command)")
     _common(d)
     d.set_defaults(func=cmd_demo, session=None)
+    v = sub.add_parser("variables", help="list a turn's prompt-template variables: value, scope, who used them")
+    v.add_argument("session", help="session file (JSON)")
+    _common(v)
+    v.set_defaults(func=cmd_variables)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -39,6 +46,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
     p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
     p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
+    p.add_argument("--vars", metavar="FILE", default=None,
+                   help='prompt-template variables: JSON {"constants": {...}, "request": {...}, "declare": {...}}')
+    p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
+    p.add_argument("--truncate-unit", choices=("turn", "message"), default="turn",
+                   help="what is dropped at once, oldest first (tool calls always go with their results)")
+    p.add_argument("--cut", action="store_true",
+                   help="allow cutting the newest dropped message at a token boundary (marked) to fill the budget")
     p.add_argument("--injection", choices=("escape", "reject", "allow"), default="escape",
                    help="special-token strings in user text: escape (default), reject, allow")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -52,6 +66,19 @@ def _positive(v: int | None, flag: str) -> None:
         raise WorkbenchError(f"{flag} must be a positive number of tokens, got {v}")
 
 
+def load_vars(path: str) -> tuple[VariableConfig, dict]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text("utf-8"))
+    except OSError as exc:
+        raise WorkbenchError(f"cannot read {p}: {exc.strerror}", hint="check the --vars path") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WorkbenchError(f"{p.name} is not valid UTF-8 JSON: {exc}", hint="fix the variables file") from None
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{p.name} must hold a JSON object, got {type(data).__name__}")
+    return VariableConfig.from_json(data, where=p.name)
+
+
 def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyResult:
     _positive(args.context_window, "--context-window")
     if args.reserve is not None and args.reserve < 0:
@@ -59,9 +86,44 @@ def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyRes
     cw = args.context_window
     if cw is None and isinstance(session.raw.get("context_window"), int):
         cw = session.raw["context_window"]
+    request = session.turn(args.turn)
+    options: dict = {}
+    if args.vars:
+        config, request_vars = load_vars(args.vars)
+        options["variables"] = config
+        if request_vars:
+            # The file's request variables join the request's own; the file wins on a clash.
+            own = request.get("variables") if isinstance(request.get("variables"), dict) else {}
+            request = {**request, "variables": {**own, **request_vars}}
     asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
-                    context_window=cw, reserve=args.reserve, injection=args.injection)
-    return asm.assemble(session.turn(args.turn))
+                    context_window=cw, reserve=args.reserve, injection=args.injection,
+                    truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
+                                                cut=args.cut), **options)
+    return asm.assemble(request)
+
+
+def cmd_variables(args: argparse.Namespace) -> int:
+    result = assemble_turn(load_session(args.session), args)
+    if args.json:
+        json.dump({"variables": [b.to_json() for b in result.variables]}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    print_variables(result, sys.stdout)
+    return 0
+
+
+def print_variables(result: AssemblyResult, out: TextIO) -> None:
+    if not result.variables:
+        out.write("no prompt-template variables (mark a message with \"template\": true to use them)\n")
+        return
+    width = max(len(b.name) for b in result.variables)
+    for b in result.variables:
+        value = b.value if isinstance(b.value, str) else json.dumps(b.value, ensure_ascii=False)
+        if len(value) > 60:
+            value = value[:57] + "..."
+        flag = "  volatile" if b.volatile else ""
+        seqs = ",".join("-" if q is None else str(q) for q in b.seqs)
+        out.write(f"{b.name:<{width}}  {b.scope:<8}  seq {seqs:<6} {value!r}{flag}\n")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -107,7 +169,17 @@ def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: boo
     out.write(f"template {result.template['name']} ({result.template['version'][:12]})  ·  tokenizer "
               f"{result.tokenizer['name']} ({result.tokenizer['version'][:12]})\n")
     out.write(f"{result.total_tokens} tokens · {len(result.segments)} segments · budget {b.used}/{b.input_budget} "
-              f"(window {b.context_window} − reserve {b.reserve}) · cache key {result.cache_key.short}\n\n")
+              f"(window {b.context_window} − reserve {b.reserve}) · cache key {result.cache_key.short}\n")
+    out.write("  " + " · ".join(f"{k.replace('_', ' ')} {v['tokens']} ({v['share']:.1%})"
+                                for k, v in b.breakdown().items()) + "\n")
+    if result.dropped:
+        seqs = [d.seq for d in result.dropped]
+        out.write(_paint(f"  dropped {len(seqs)} message(s), oldest first: seq {_ranges(seqs)}", "33", colour) + "\n")
+    if result.variables:
+        out.write("  variables:\n")
+        for line in _lines(print_variables, result):
+            out.write("    " + line + "\n")
+    out.write("\n")
     specials = set(tokenizer.specials.values()) if tokenizer is not None else set()
     for s in result.segments:
         code = _ROLE_COLOUR.get(s.role or "", "37") if s.kind == "message" else _KIND_COLOUR.get(s.kind, "37")
@@ -158,3 +230,25 @@ def _token_text(s, tokenizer, specials, code, colour, tokens) -> str:  # type: i
             run.append(piece)
     flush()
     return "".join(parts)
+
+
+def _ranges(seqs: list[int]) -> str:
+    out, start, prev = [], None, None
+    for q in sorted(seqs):
+        if start is None:
+            start = prev = q
+        elif q == prev + 1:
+            prev = q
+        else:
+            out.append(f"{start}" if start == prev else f"{start}–{prev}")
+            start = prev = q
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}–{prev}")
+    return ", ".join(out)
+
+
+def _lines(fn, result: AssemblyResult) -> list[str]:  # type: ignore[no-untyped-def]
+    import io
+    buf = io.StringIO()
+    fn(result, buf)
+    return buf.getvalue().splitlines()

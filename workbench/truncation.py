@@ -1,0 +1,270 @@
+"""Truncation (SPEC 2.6): drop whole messages, oldest first, until the prompt fits.
+
+Keep rules: system messages and tool schemas are never dropped; the last user
+message is never dropped (by default neither is the rest of the current turn, the
+tool rounds after it); a tool call and its results go together; by default a unit
+is a whole turn (a user message and the replies to it), so templates that insist on
+alternating roles still accept what is kept. A message is cut in the middle only
+when the policy says so, at a token boundary, with a visible marker.
+
+"Oldest first" makes the kept set a function of one number, k: the count of
+droppable units dropped. We keep the smallest k whose exact token count fits, so a
+smaller budget never keeps a unit a larger one dropped (monotone by construction).
+
+Finding k without tokenizing the whole history: a fast estimate from character
+counts picks a window of recent units slightly larger than the budget; one exact
+assembly of that window gives every unit's exact token count; the kept prompt is
+then the window with its oldest units spliced out, checked against a plain render
+(the splice is used only when the text is identical and every cut sits on a special
+token, so the ids are exactly those of a cold assembly). Templates that render a
+message differently depending on what precedes it fail that check and get exact
+assemblies instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import Callable, Literal, Protocol, Sequence
+
+from .conversation import Message
+from .errors import BudgetError
+
+Unit = tuple[int, ...]  # indices into the conversation's messages
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationPolicy:
+    enabled: bool = True
+    unit: Literal["turn", "message"] = "turn"   # what is dropped at once (tool calls stay with results)
+    keep_current_turn: bool = True              # never drop the messages after the last user message
+    cut: bool = False                           # may cut the newest dropped message's text to fill the budget
+    cut_marker: str = "\n[… truncated …]"
+
+    @property
+    def version(self) -> str:
+        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    units: tuple[Unit, ...]        # droppable, oldest first
+    mandatory: frozenset[int]      # never dropped
+    last_user: int | None          # index of the last user message
+    why: dict[int, str]            # mandatory index -> the rule that keeps it
+
+    def kept(self, messages: Sequence[Message], k: int) -> tuple[Message, ...]:
+        """The messages left after dropping the k oldest units."""
+        if k <= 0:
+            return tuple(messages)
+        # Units are ordered and never interleave, so everything from the first kept unit on stays,
+        # and before it only the mandatory messages do.
+        start = self.units[k][0] if k < len(self.units) else len(messages)
+        head = [messages[i] for i in sorted(self.mandatory) if i < start]
+        return (*head, *messages[start:])
+
+
+def plan(messages: Sequence[Message], policy: TruncationPolicy) -> Plan:
+    n = len(messages)
+    last_user = next((i for i in range(n - 1, -1, -1) if messages[i].role == "user"), None)
+    protect_from = last_user if last_user is not None else n - 1
+    why: dict[int, str] = {}
+    units: list[list[int]] = []   # oldest first
+    cur: list[int] | None = None
+    per_message = policy.unit == "message"
+    tools_seen = False
+    for i, m in enumerate(messages):
+        role = m.role
+        if role == "system":
+            why[i] = "system"
+            continue
+        if i >= protect_from:
+            if i == last_user:
+                why[i] = "last user message"
+            elif last_user is None and i == n - 1:
+                why[i] = "last message"
+            elif policy.keep_current_turn:
+                why[i] = "current turn"
+            if i in why:
+                continue
+        if role == "tool" or m.tool_calls:
+            tools_seen = True
+        if per_message or cur is None or role == "user":
+            cur = [i]
+            units.append(cur)
+        else:
+            cur.append(i)
+    if tools_seen:
+        return _pair_tools(messages, units, why, last_user)
+    return Plan(tuple(map(tuple, units)), frozenset(why), last_user, why)
+
+
+def _pair_tools(messages: Sequence[Message], units: list[list[int]], why: dict[int, str],
+                last_user: int | None) -> Plan:
+    """A tool call and its results go together: merge the units they fall in (and those between)."""
+    owner = {i: u for u, idxs in enumerate(units) for i in idxs}
+    calls = {tc.id: i for i, m in enumerate(messages) for tc in m.tool_calls}
+    parent = list(range(len(units)))
+    pinned: set[int] = set()
+
+    def find(u: int) -> int:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = parent[u]
+        return u
+
+    for b, m in enumerate(messages):
+        a = calls.get(m.tool_call_id) if m.role == "tool" else None
+        if a is None:
+            continue
+        ua, ub = owner.get(a), owner.get(b)
+        if ua is None or ub is None:
+            # One side is kept for another reason: its partner is kept with it.
+            for ux in (ua, ub):
+                if ux is not None:
+                    pinned.add(find(ux))
+            continue
+        lo, hi = sorted((find(ua), find(ub)))
+        for u in range(lo, hi + 1):  # everything between goes too, to keep the order
+            parent[find(u)] = lo
+    groups: dict[int, list[int]] = {}
+    for u, idxs in enumerate(units):
+        groups.setdefault(find(u), []).extend(idxs)
+    pinned = {find(u) for u in pinned}
+    final: list[Unit] = []
+    for root in sorted(groups):
+        if root in pinned:
+            for i in groups[root]:
+                why.setdefault(i, "tool call kept with its result")
+        else:
+            final.append(tuple(sorted(groups[root])))
+    return Plan(tuple(final), frozenset(why), last_user, why)
+
+
+def estimate_text(s: str | None) -> float:
+    """Tokens, roughly, from characters: ~3.6 ASCII characters per token, ~1 token per CJK character."""
+    if not s:
+        return 0.0
+    if s.isascii():
+        return len(s) / 3.6
+    return len(s.encode("utf-8")) / 3.0
+
+
+def estimate_message(m: Message) -> float:
+    n = 6.0 + estimate_text(m.content) + estimate_text(m.reasoning)  # 6: role header and end markers
+    for tc in m.tool_calls:
+        n += 8.0 + estimate_text(tc.name) + estimate_text(tc.arguments)
+    return n
+
+
+class Built(Protocol):
+    used: int
+
+    def seq_tokens(self) -> dict[int, int]: ...
+
+
+@dataclass
+class Search:
+    """The state of one fit: every exact assembly it made, for the benchmark and the report."""
+
+    builds: int = 0
+    splices: int = 0
+    estimated: int = 0
+
+
+def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: float, ratio: float,
+        build: Callable[[int], Built], splice: Callable[[Built, int, int], Built | None],
+        first: tuple[Built, int] | None = None, search: Search | None = None,
+        estimates: list[float] | None = None) -> tuple[Built, int]:
+    """The smallest k (units dropped, oldest first) whose exact assembly fits `budget`.
+
+    `build(k)` assembles the conversation without its k oldest units; `splice(base, base_k, k)`
+    derives that from an exact assembly of a larger window, or returns None when it cannot
+    prove the result identical. `first` is an exact assembly already made, with its k.
+    """
+    s = search or Search()
+    n = len(p.units)
+    est = estimates if estimates is not None else [0.0] * n  # per unit, already times `ratio`; 0 = not yet
+
+    def unit_est(u: int) -> float:
+        if not est[u]:
+            est[u] = sum(estimate_message(messages[i]) for i in p.units[u]) * ratio
+        return est[u]
+
+    def window_start(upper: int, known: float) -> int:
+        """Walk back from unit `upper` until the estimate passes the budget by 4%.
+
+        The ratio is calibrated on exact counts (see Assembler._calibrate), so a small margin
+        usually suffices; when it does not, the window fits whole and is widened once.
+        """
+        c, acc = upper, known
+        while c > 0 and acc <= budget * 1.04:
+            c -= 1
+            acc += unit_est(c)
+        return c
+
+    if first is not None:
+        base, base_k = first
+    else:
+        base_k = window_start(n, fixed_estimate * ratio)
+        s.estimated = int(fixed_estimate * ratio + sum(unit_est(u) for u in range(base_k, n)))
+        base = build(base_k)
+        s.builds += 1
+    while True:
+        if base.used <= budget:
+            if base_k == 0:
+                return base, 0
+            # The window fit whole: the estimate was high. Widen it using the exact count.
+            kept_est = fixed_estimate * ratio + sum(unit_est(u) for u in range(base_k, n))
+            scale = base.used / kept_est if kept_est else 1.0
+            c, acc = base_k, float(base.used)
+            while c > 0 and acc <= budget * 1.05:
+                c -= 1
+                acc += unit_est(c) * scale
+            c = max(c - 1, 0)  # one unit more: a second widening costs a whole assembly
+            wider = build(c)
+            s.builds += 1
+            if wider.used <= budget and c == 0:
+                return wider, 0
+            if wider.used <= budget:
+                base, base_k = wider, c
+                continue
+            base, base_k = wider, c
+        # `base` (window base_k) is over budget: drop its oldest units by their exact counts.
+        counts = base.seq_tokens()
+        pred, j = base.used, base_k
+        while j < n and pred > budget:
+            pred -= sum(counts.get(messages[i].sequence, 0) for i in p.units[j])
+            j += 1
+        if pred > budget and j >= n:
+            only = base if base_k == n else build(n)
+            if only.used > budget:
+                raise _mandatory_error(only, budget)
+            j = n
+        cand = splice(base, base_k, j) if j > base_k else None
+        if cand is not None:
+            s.splices += 1
+        else:
+            cand = build(j)
+            s.builds += 1
+        if cand.used > budget:
+            base, base_k = cand, j        # the prediction was short: keep dropping from here
+            continue
+        # Exact minimality when the splice could not be used (the template is context dependent).
+        while cand is not None and j - 1 > base_k and not getattr(cand, "spliced", False):
+            prev = build(j - 1)
+            s.builds += 1
+            if prev.used > budget:
+                break
+            cand, j = prev, j - 1
+        return cand, j
+
+
+def _mandatory_error(only: Built, budget: int) -> BudgetError:
+    parts = getattr(only, "parts", {}) or {}
+    over = only.used - budget
+    listed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in parts.items() if v)
+    return BudgetError(f"the parts that are never dropped need {only.used} tokens, {over} over the input budget "
+                       f"of {budget} ({listed})", over_by=over, parts=parts,
+                       hint="raise the context window, lower the reserve (max_tokens), or shorten the system "
+                       "prompt, the tool schemas or the last user message")
