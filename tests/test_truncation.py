@@ -174,6 +174,8 @@ def test_done_when_cli(capsys) -> None:  # type: ignore[no-untyped-def]
     assert set(b["breakdown"]) == {"system", "tools", "history", "last_user", "generation_prompt", "reserve",
                                    "free"}
     assert b["used"] == len(d["token_ids"])
+    assert b["exact_assemblies"] >= 1 and b["estimated"] > b["input_budget"]
+    assert isinstance(d["params"], dict)
     assert not {x["seq"] for x in d["dropped"]} & {s["seq"] for s in d["segments"] if s["seq"] is not None}
 
 
@@ -185,8 +187,11 @@ def test_no_truncation_when_it_fits_and_estimate_recorded() -> None:
 
 
 def test_max_tokens_sets_the_reserve() -> None:
-    req = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 777}
+    req = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 777, "temperature": 0.2,
+           "stop": ["END"], "response_format": {"type": "json_object"}}
     r = Assembler(template="qwen2.5", context_window=4096, reserve=100).assemble(req)
+    assert r.to_json()["params"] == {"max_tokens": 777, "temperature": 0.2, "stop": ["END"],
+                                     "response_format": {"type": "json_object"}}
     assert r.budget.reserve == 777 and r.budget.reserve_source == "request max_tokens"
     assert r.budget.input_budget == 4096 - 777
     assert r.conversation.params.max_tokens == 777

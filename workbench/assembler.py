@@ -127,6 +127,7 @@ class Assembler:
         dropped: Sequence[Dropped] = ()
         made: list[_Built] = []   # every exact assembly (or splice) this request took
         estimated: int | None = None
+        counts = {"exact_assemblies": 1, "splices": 0}
         if policy.enabled:
             p = plan(msgs, policy)
             ratio = self._ratio
@@ -173,8 +174,7 @@ class Assembler:
                                          f"{win.reserve})"))
             elif first[0].used > budget:
                 raise _mandatory_error(first[0], budget)
-            timings["truncate_builds"] = float(search.builds)
-            timings["truncate_splices"] = float(search.splices)
+            counts = {"exact_assemblies": search.builds, "splices": search.splices}
         else:
             built = self._build(conv, add_generation_prompt)
         conv = built.conv
@@ -189,7 +189,7 @@ class Assembler:
         t = self.template
         key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
                         policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages)
-        bud = measure(win, conv, built.segments, len(built.ids), estimated)
+        bud = measure(win, conv, built.segments, len(built.ids), estimated, **counts)
         if bud.used > bud.input_budget:
             diags.append(warning("over_budget", f"prompt uses {bud.used} tokens, {bud.used - bud.input_budget}"
                                  f" over the input budget of {bud.input_budget}"))
@@ -203,6 +203,7 @@ class Assembler:
 
     # ------------------------------------------------------------------ exact assembly of one conversation
     def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":
+        """One exact assembly (rewrite diagnostics only when `inspect`)."""
         clock = time.perf_counter
         t0 = clock()
         msgs = conv.messages
@@ -228,6 +229,12 @@ class Assembler:
             # Python work that needs no token ids runs now, while the encode finishes on other threads.
             diags += inspect_render(text, msgs, spans, self.template.source)
         return escaped, diags
+
+    def _plain(self, conv: Conversation, add_generation_prompt: bool) -> str:
+        t = self.template
+        return render(t.source, t.name, conv.to_template_messages(), tools=conv.tool_schemas() or None,
+                      add_generation_prompt=add_generation_prompt, kwargs=self._kwargs(),
+                      limits=self.config.render_limits).text
 
     def _splice(self, base: "_Built", conv: Conversation, add_generation_prompt: bool) -> "_Built | None":
         """`base` without the segments of messages `conv` no longer has, if that is provably exact.
@@ -258,10 +265,7 @@ class Assembler:
         if prev_dropped or len(kept) == len(segs) or not specials:
             return None
         text = "".join(s.text for s in kept)
-        t = self.template
-        plain = render(t.source, t.name, conv.to_template_messages(), tools=conv.tool_schemas() or None,
-                       add_generation_prompt=add_generation_prompt, kwargs=self._kwargs(),
-                       limits=self.config.render_limits).text
+        plain = self._plain(conv, add_generation_prompt)
         t1 = clock()
         if plain != text:
             return None
@@ -303,19 +307,19 @@ class Assembler:
         if not m.content or m.tool_calls:
             return built, k
         marker = self.config.truncation.cut_marker
+        gone = {j for u in p.units[:k - 1] for j in u}
         ids = self.tokenizer.encode_ordinary(m.content)
         others = sum(estimate_message(msgs[i]) for i in unit if i != target) * self._ratio
         room = int(budget - built.used - others - 8 - len(self.tokenizer.encode_ordinary(marker)))
+        room = min(room, len(ids) - 1)  # a cut keeps less than the whole (else the unit would have fit)
         for _ in range(6):
             if room <= 0:
                 return built, k
             tail = _tail_text(self.tokenizer, ids, room)
             if not tail:
                 return built, k
-            cut_msg = m.with_(content=marker.lstrip("\n") + "\n" + tail if marker.startswith("\n") else
-                              marker + tail)
-            kept = tuple(cut_msg if i == target else msgs[i] for i in range(len(msgs))
-                         if i not in {j for u in p.units[:k - 1] for j in u})
+            cut_msg = m.with_(content=marker + tail)
+            kept = tuple(cut_msg if i == target else msgs[i] for i in range(len(msgs)) if i not in gone)
             trial = self._build(conv.with_messages(kept), add_generation_prompt)
             if trial.used <= budget:
                 trial.diags.append(warning("message_cut", f"{m.role} message cut to its last {room} of {len(ids)} "

@@ -70,6 +70,8 @@ class Budget:
     parts: dict[str, int]          # system / tools / history / last_user / generation_prompt
     reserve_source: str = "default"
     estimated: int | None = None   # the fast estimate made before the exact count (None: not needed)
+    exact_assemblies: int = 1      # exact assemblies it took to find what fits (render + tokenize each)
+    splices: int = 0               # kept prompts derived from a larger exact assembly (checked)
 
     @property
     def free(self) -> int:
@@ -88,7 +90,7 @@ class Budget:
         return {"context_window": self.context_window, "reserve": self.reserve, "input_budget": self.input_budget,
                 "used": self.used, "free": self.free, "by_kind": dict(self.by_kind),
                 "breakdown": self.breakdown(), "reserve_source": self.reserve_source,
-                "estimated": self.estimated}
+                "estimated": self.estimated, "exact_assemblies": self.exact_assemblies, "splices": self.splices}
 
 
 def part_of(seg: Segment, last_user_seq: int | None) -> str:
@@ -104,7 +106,7 @@ def part_of(seg: Segment, last_user_seq: int | None) -> str:
 
 
 def measure(window: Window, conv: Conversation, segments: Sequence[Segment], used: int,
-            estimated: int | None = None) -> Budget:
+            estimated: int | None = None, exact_assemblies: int = 1, splices: int = 0) -> Budget:
     last_user = next((m.sequence for m in reversed(conv.messages) if m.role == "user"), None)
     by_kind: dict[str, int] = {}
     parts = dict.fromkeys(PARTS, 0)
@@ -114,4 +116,4 @@ def measure(window: Window, conv: Conversation, segments: Sequence[Segment], use
         parts[part_of(s, last_user)] += n
     return Budget(context_window=window.context_window, reserve=window.reserve, input_budget=window.input_budget,
                   used=used, by_kind=by_kind, parts=parts, reserve_source=window.reserve_source,
-                  estimated=estimated)
+                  estimated=estimated, exact_assemblies=exact_assemblies, splices=splices)

@@ -93,6 +93,7 @@ class AssemblyResult:
             "total_tokens": self.total_tokens,
             "segments": [s.to_json() for s in self.segments],
             "budget": self.budget.to_json(),
+            "params": self.conversation.params.to_json(),
             "dropped": [d.to_json() for d in self.dropped],
             "cache_key": self.cache_key.hex,
             "cache_key_short": self.cache_key.short,

@@ -39,7 +39,7 @@ class TruncationPolicy:
     unit: Literal["turn", "message"] = "turn"   # what is dropped at once (tool calls stay with results)
     keep_current_turn: bool = True              # never drop the messages after the last user message
     cut: bool = False                           # may cut the newest dropped message's text to fill the budget
-    cut_marker: str = "\n[… truncated …]"
+    cut_marker: str = "[… truncated …]\n"        # put before the kept tail of a cut message
 
     @property
     def version(self) -> str:
