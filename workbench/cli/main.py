@@ -21,11 +21,12 @@ class _UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import listing, render
+    from . import analyze, listing, render
     p = _Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     render.add_parsers(sub)
     listing.add_parsers(sub)
+    analyze.add_parsers(sub)
     return p
 
 

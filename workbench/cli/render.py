@@ -9,7 +9,7 @@ import os
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from ..assembler import Assembler
 from ..errors import WorkbenchError
@@ -28,22 +28,23 @@ _ROLE_COLOUR = {"user": "32", "assistant": "36", "tool": "34", "system": "35"}
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("render", help="render one turn of a session into prompt text and token ids")
     r.add_argument("session", help="session file (JSON: a request, a conversation or a log)")
-    _common(r)
+    common_options(r)
     r.set_defaults(func=cmd_render)
     d = sub.add_parser("demo", help="render the embedded demo session (the default command)")
-    _common(d)
+    common_options(d)
     d.set_defaults(func=cmd_demo, session=None)
     v = sub.add_parser("variables", help="list a turn's prompt-template variables: value, scope, who used them")
     v.add_argument("session", help="session file (JSON)")
-    _common(v)
+    common_options(v)
     v.set_defaults(func=cmd_variables)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
     p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
                                                     f"{DEFAULT_TEMPLATE})")
     p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
-    p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
+    if turn:
+        p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
     p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
     p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
     p.add_argument("--vars", metavar="FILE", default=None,
@@ -79,27 +80,38 @@ def load_vars(path: str) -> tuple[VariableConfig, dict]:
     return VariableConfig.from_json(data, where=p.name)
 
 
-def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyResult:
+def build_assembler(session: SessionFile, args: argparse.Namespace
+                    ) -> tuple[Assembler, Callable[[dict], dict]]:
+    """The Assembler the options describe, and how to prepare one of the session's requests for it."""
     _positive(args.context_window, "--context-window")
     if args.reserve is not None and args.reserve < 0:
         raise WorkbenchError(f"--reserve must not be negative, got {args.reserve}")
     cw = args.context_window
     if cw is None and isinstance(session.raw.get("context_window"), int):
         cw = session.raw["context_window"]
-    request = session.turn(args.turn)
     options: dict = {}
+    request_vars: dict = {}
     if args.vars:
-        config, request_vars = load_vars(args.vars)
-        options["variables"] = config
-        if request_vars:
-            # The file's request variables join the request's own; the file wins on a clash.
-            own = request.get("variables") if isinstance(request.get("variables"), dict) else {}
-            request = {**request, "variables": {**own, **request_vars}}
+        options["variables"], request_vars = load_vars(args.vars)
     asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
                     context_window=cw, reserve=args.reserve, injection=args.injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
                                                 cut=args.cut), **options)
-    return asm.assemble(request)
+
+    def prepare(request: dict) -> dict:
+        if not request_vars:
+            return request
+        # The file's request variables join the request's own; the file wins on a clash.
+        own = request.get("variables") if isinstance(request.get("variables"), dict) else {}
+        return {**request, "variables": {**own, **request_vars}}
+
+    return asm, prepare
+
+
+def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyResult:
+    request = session.turn(args.turn)
+    asm, prepare = build_assembler(session, args)
+    return asm.assemble(prepare(request))
 
 
 def cmd_variables(args: argparse.Namespace) -> int:

@@ -1,0 +1,257 @@
+"""Prefix-stability analysis (SPEC 3.2): where each turn's prompt stops reusing the previous one.
+
+A serving engine with prefix caching holds, after turn k−1, that turn's prompt followed by
+the reply exactly as the model generated it (its raw content, reasoning included, up to the
+end-of-turn token). Turn k can reuse the engine's cache up to the first token where its
+prompt differs from what the engine holds. We find that token, the segment and message it
+falls in, and why the prompt changed there, with advice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .assembler import Assembler
+from .cache.keys import message_fingerprint
+from .conversation import Conversation, Message, canonical_json
+from .result import AssemblyResult
+
+# Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
+# written-out dates.
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?\b"
+    r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|\b[0-9a-fA-F]{16,}\b"
+    r"|\b1[5-9]\d{8}(?:\d{3})?\b"
+    r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{4}\b"
+    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{1,2},? \d{4}\b")
+
+# Special tokens a model emits to end its turn; generation stops right after one of them.
+_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|return|>", "<|call|>",
+               "</s>", "<｜end▁of▁sentence｜>", "<|endoftext|>")
+
+ADVICE = {
+    "edited_message": "Keep the conversation log append-only: edit by appending a correction, or accept that "
+                      "everything after the edited message is recomputed.",
+    "template_rewrite": "This template renders an earlier turn differently once more turns follow (reasoning "
+                        "stripped, system prompt moved, a date injected). Keep the reply in the history exactly "
+                        "as generated, or choose a template that keeps earlier turns stable.",
+    "generation_prompt_mismatch": "The generation prompt this turn ended with is not how the template renders "
+                                  "that assistant turn in the next request (for example a prefilled <think>). "
+                                  "Make the two agree, or expect the reply to be prefilled again.",
+    "volatile_content": "Move timestamps, request ids and dates out of the system prompt and tool schemas into "
+                        "the last user message (the suffix), or round them (per day, not per second).",
+    "reordered": "Keep messages in the order they happened; project the log to the request with a pure, "
+                 "order-preserving function.",
+    "truncated": "Truncation dropped messages the previous prompt had, so the prefix changed at the first "
+                 "dropped message. Summarise or drop in larger, rarer steps so most turns stay append-only.",
+    "tool_schema_order": "Serialize tool schemas deterministically (the same key order every request, e.g. "
+                         "sorted keys) so the tools block is byte-identical across turns.",
+    "tools_changed": "The tool schemas changed between turns; everything after the tools block is recomputed. "
+                     "Keep the tool set fixed within a session, or put changing tools last.",
+    "system_changed": "The system prompt changed between turns; nothing after it can be reused. Keep it fixed "
+                      "and put per-request facts in the last user message.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    code: str
+    message: str
+    advice: str
+    seq: int | None = None
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "message": self.message, "advice": self.advice, "seq": self.seq}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAnalysis:
+    turn: int                         # from 1
+    tokens: int
+    reused_tokens: int                # tokens of the engine's cache this prompt can reuse
+    held_tokens: int                  # what the engine holds after the previous turn (0 on turn 1)
+    first_divergence: int | None
+    divergence_seq: int | None
+    divergence_kind: str | None       # the segment kind the divergence falls in
+    causes: tuple[Cause, ...]
+    result: AssemblyResult
+
+    def to_json(self) -> dict:
+        return {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
+                "held_tokens": self.held_tokens, "first_divergence": self.first_divergence,
+                "divergence_seq": self.divergence_seq, "divergence_kind": self.divergence_kind,
+                "causes": [c.to_json() for c in self.causes]}
+
+
+def analyze(asm: Assembler, requests: Sequence[Any]) -> list[TurnAnalysis]:
+    """Assemble each request of a session and compare it with what the engine holds from the previous one."""
+    out: list[TurnAnalysis] = []
+    prev: AssemblyResult | None = None
+    prev_all: Conversation | None = None   # the previous request, before truncation
+    for k, request in enumerate(requests, start=1):
+        res = asm.assemble(request)
+        full, _, _, _ = asm.prepare(request)
+        if prev is None or prev_all is None:
+            out.append(TurnAnalysis(k, res.total_tokens, 0, 0, None, None, None, (), res))
+        else:
+            out.append(_compare(asm, k, prev, prev_all, res, full))
+        prev, prev_all = res, full
+    return out
+
+
+def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversation, res: AssemblyResult,
+             full: Conversation) -> TurnAnalysis:
+    reply = _reply(prev_all, full)
+    generated, mismatch = _generated(asm, prev, reply)
+    tok = asm.tokenizer
+    held = prev.token_ids if not generated else np.concatenate(
+        [prev.token_ids, tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)
+    new = res.token_ids
+    n = min(len(held), len(new))
+    diff = np.flatnonzero(held[:n] != new[:n])
+    if len(diff):
+        d: int | None = int(diff[0])
+    elif len(held) > len(new):
+        d = len(new)
+    else:
+        d = None
+    reused = n if d is None else d
+    seg = None
+    if d is not None:
+        seg = next((s for s in res.segments if s.start <= d < s.end), res.segments[-1] if res.segments else None)
+    causes: list[Cause] = []
+    if d is not None:
+        causes = _causes(prev, res, d, seg, mismatch, reply, len(prev.token_ids))
+    return TurnAnalysis(k, res.total_tokens, reused, len(held), d, seg.seq if seg else None,
+                        seg.kind if seg else None, tuple(causes), res)
+
+
+def _reply(prev_all: Conversation, full: Conversation) -> Message | None:
+    """The assistant message that answered the previous request: the first new message, if it is one."""
+    n = len(prev_all.messages)
+    if len(full.messages) > n and full.messages[n].role == "assistant":
+        return full.messages[n]
+    return None
+
+
+def _generated(asm: Assembler, prev: AssemblyResult, reply: Message | None) -> tuple[str, bool]:
+    """The text the model generated after the previous prompt, and whether the generation prompt
+    differs from how the template renders that reply as a finished turn."""
+    if reply is None:
+        return "", False
+    conv = prev.conversation
+    gen = prev.segments[-1] if prev.segments and prev.segments[-1].kind == "generation_prompt" else None
+    body = prev.text[: gen.char_start] if gen else prev.text
+    gen_text = gen.text if gen else ""
+    rendered = asm._plain(conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+    if not rendered.startswith(body):
+        return "", False  # the reply changes what came before it: the next prompt shows the rewrite
+    part = rendered[len(body):]
+    if part.startswith(gen_text):
+        text, mismatch = part[len(gen_text):], False
+    else:
+        text, mismatch = part[len(os.path.commonprefix([part, gen_text])):], True
+    # The model stops after its end-of-turn token; what the template writes after it is not generated.
+    ends = [(i, t) for t in _END_TOKENS if t in asm.tokenizer.specials and (i := text.find(t)) >= 0]
+    if ends:
+        i, t = min(ends)
+        text = text[: i + len(t)]
+    return text, mismatch
+
+
+def _volatile_diff(a: str, b: str) -> list[str]:
+    """The volatile-looking strings that differ between two texts (empty if the change is elsewhere)."""
+    if a == b:
+        return []
+    va, vb = _VOLATILE.findall(a), _VOLATILE.findall(b)
+    if va == vb:
+        return []
+    # The texts must be equal once every volatile string is masked.
+    if _VOLATILE.sub("\x00", a) != _VOLATILE.sub("\x00", b):
+        return []
+    return [y for x, y in zip(va, vb) if x != y] or vb
+
+
+def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bool,  # type: ignore[no-untyped-def]
+            reply: Message | None, prev_len: int) -> list[Cause]:
+    causes: list[Cause] = []
+    pc, nc = prev.conversation, res.conversation
+    where = f"token {d}" + (f", {seg.kind}" if seg else "") + (f" (seq {seg.seq})" if seg and seg.seq is not None
+                                                               else "")
+    # Tools.
+    if pc.tools != nc.tools:
+        if [canonical_json(json.loads(t)) for t in pc.tools] == [canonical_json(json.loads(t)) for t in nc.tools]:
+            causes.append(_cause("tool_schema_order", f"the tool schemas are the same but serialized with a "
+                                 f"different key order; the prompt changes at {where}"))
+        elif (v := _volatile_diff("\n".join(pc.tools), "\n".join(nc.tools))):
+            causes.append(_cause("volatile_content", f"the tool schemas carry volatile values ({_show(v)}); the "
+                                 f"prompt changes at {where}"))
+        else:
+            causes.append(_cause("tools_changed", f"the tool schemas changed; the prompt changes at {where}"))
+    # Messages the previous prompt had, in order, against this request's messages.
+    fp_prev = [message_fingerprint(m) for m in pc.messages]
+    fp_new = [message_fingerprint(m) for m in nc.messages]
+    if res.dropped and not set(fp_prev) <= set(fp_new):
+        causes.append(_cause("truncated", f"truncation dropped {len(res.dropped)} message(s) the previous prompt "
+                             f"had; the prompt changes at {where}"))
+    first = next((i for i, (a, b) in enumerate(zip(fp_prev, fp_new)) if a != b), None)
+    if first is None and len(fp_new) < len(fp_prev):
+        first = len(fp_new)
+    if first is not None and first < len(nc.messages):
+        a, b = pc.messages[first], nc.messages[first]
+        window = fp_new[first:first + len(fp_prev) - first]
+        if sorted(fp_prev[first:]) == sorted(window) and fp_prev[first:] != window:
+            causes.append(_cause("reordered", f"messages of the previous request come in a different order from "
+                                 f"seq {b.sequence}; the prompt changes at {where}", b.sequence))
+        elif a.role == b.role and (v := _volatile_diff(a.content or "", b.content or "")):
+            place = "the system prompt" if b.role == "system" else f"a {b.role} message"
+            causes.append(_cause("volatile_content", f"{place} carries values that change every request "
+                                 f"({_show(v)}); the prompt changes at {where}", b.sequence))
+        elif not any(c.code == "truncated" for c in causes):
+            code = "system_changed" if a.role == b.role == "system" else "edited_message"
+            causes.append(_cause(code, f"{b.role} message seq {b.sequence} differs from the previous request's; "
+                                 f"the prompt changes at {where}", b.sequence))
+    if not causes:
+        # Same messages, same tools: the template or the generation prompt made the difference.
+        gen_tokens = prev.segments[-1].token_count if prev.segments and \
+            prev.segments[-1].kind == "generation_prompt" else 0
+        # Inside the previous generation prompt: the next request renders that turn's opening differently.
+        if reply is not None and (prev_len - gen_tokens <= d < prev_len or (mismatch and d >= prev_len)):
+            causes.append(_cause("generation_prompt_mismatch", f"the previous prompt ended with a generation "
+                                 f"prompt that the template does not render for that reply; the prompt changes "
+                                 f"at {where}", seg.seq if seg else None))
+        else:
+            detail = _rewrite_detail(pc, nc, seg, reply)
+            causes.append(_cause("template_rewrite", f"the template renders an earlier turn differently now "
+                                 f"that more turns follow{detail}; the prompt changes at {where}",
+                                 seg.seq if seg else None))
+    return causes
+
+
+def _rewrite_detail(pc: Conversation, nc: Conversation, seg, reply: Message | None) -> str:  # type: ignore[no-untyped-def]
+    if seg is None:
+        return ""
+    if reply is not None and reply.reasoning and reply.reasoning.strip() not in seg.text and seg.role == "assistant":
+        return " (the reasoning of the earlier reply is stripped)"
+    if seg.kind in ("system",) or any(m.role == "system" and (m.content or "").strip() and
+                                      (m.content or "").strip() in seg.text for m in nc.messages
+                                      if seg.role != "system"):
+        return " (the system prompt moved)"
+    return ""
+
+
+def _cause(code: str, message: str, seq: int | None = None) -> Cause:
+    return Cause(code, message, ADVICE[code], seq)
+
+
+def _show(values: list[str]) -> str:
+    shown = ", ".join(repr(v) for v in values[:3])
+    return shown + (f" and {len(values) - 3} more" if len(values) > 3 else "")
