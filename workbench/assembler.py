@@ -10,12 +10,13 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .budget import Window, measure, resolve_window
-from .cache.keys import cache_key
+from .budget import Window, measure, measure_next, resolve_window
+from .cache.keys import cache_key, extend_chain, prefix_chain
 from .cleaning import CleaningPolicy, clean
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, info, warning
@@ -24,7 +25,9 @@ from .injection import POLICIES, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
 from .result import AssemblyResult, Dropped, DroppedList
 from .rewrites import inspect_render
-from .segments import PendingEncode, Segment, Span, layout, tokenize_spans
+from .incremental import extend, first_change
+from .segments import (PendingEncode, Segment, SegmentList, Span, layout, moved_diagnostics, originals,
+                       tokenize_spans)
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
 from .truncation import Plan, Search, TruncationPolicy, _mandatory_error, estimate_message, estimate_text, fit, plan
@@ -33,6 +36,7 @@ from .variables import Binding, VariableConfig, expand_messages
 if TYPE_CHECKING:
     from .session import Session
 
+_TEMPLATE_FLAG = attrgetter("template")
 # A template with no natural tokenizer (gemma3, or a custom file) uses this one unless told.
 FALLBACK_TOKENIZER = "o200k_base"
 
@@ -89,14 +93,17 @@ class Assembler:
         kw.update(self.config.template_kwargs)
         return kw
 
-    def prepare(self, request: Any) -> tuple[Conversation, list[Diagnostic], list[Binding], dict[str, float]]:
-        """Normalize, expand prompt templates and clean: the conversation the chat template will see."""
+    def prepare(self, request: Any, normalized: tuple[Conversation, list[Diagnostic]] | None = None
+                ) -> tuple[Conversation, list[Diagnostic], list[Binding], dict[str, float]]:
+        """Normalize, expand prompt templates and clean: the conversation the chat template will see.
+        `normalized` is the request already normalized (a Session reuses the previous intake)."""
         clock = time.perf_counter
         t0 = clock()
-        conv, diags = self.normalize(request)
+        conv, diags = normalized if normalized is not None else self.normalize(request)
+        diags = list(diags)
         t1 = clock()
         bindings: list[Binding] = []
-        if any(m.template for m in conv.messages):
+        if any(map(_TEMPLATE_FLAG, conv.messages)):
             # Prompt templates expand before cleaning, so a merge never turns literal text into template code.
             msgs, bindings, d = expand_messages(conv.messages, conv.request_variables(), self.config.variables)
             conv = conv.with_messages(tuple(msgs))
@@ -113,10 +120,15 @@ class Assembler:
         return resolve_window(conv, context_window=self.config.context_window, reserve=self.config.reserve,
                               template_window=t.context_window, template_reserve=t.reserve)
 
-    def assemble(self, request: Any, *, add_generation_prompt: bool | None = None) -> AssemblyResult:
+    def assemble(self, request: Any, *, add_generation_prompt: bool | None = None,
+                 previous: AssemblyResult | None = None,
+                 normalized: tuple[Conversation, list[Diagnostic]] | None = None) -> AssemblyResult:
+        """Assemble a request. With `previous` (the last result of the same conversation, as a
+        Session passes it), the unchanged prefix is reused and only the rest is rendered and tokenized;
+        the ids are exactly those of a cold assembly either way."""
         clock = time.perf_counter
         t0 = clock()
-        conv, diags, bindings, timings = self.prepare(request)
+        conv, diags, bindings, timings = self.prepare(request, normalized)
         win = self.window(conv)
         msgs = conv.messages
         if add_generation_prompt is None:
@@ -128,7 +140,16 @@ class Assembler:
         made: list[_Built] = []   # every exact assembly (or splice) this request took
         estimated: int | None = None
         counts = {"exact_assemblies": 1, "splices": 0}
-        if policy.enabled:
+        inc = None
+        if previous is not None and not bindings:
+            inc = extend(self, previous, conv, add_generation_prompt)
+            if inc is not None and policy.enabled and inc.used > budget:
+                inc = None  # over budget: truncation starts from a cold assembly
+            timings["incremental"] = (clock() - t1) * 1e3
+        if inc is not None:
+            built = inc
+            counts = {"exact_assemblies": 0, "splices": 0}
+        elif policy.enabled:
             p = plan(msgs, policy)
             ratio = self._ratio
             fixed = sum(estimate_message(msgs[i]) for i in p.mandatory) + sum(estimate_text(x) for x in conv.tools)
@@ -177,6 +198,14 @@ class Assembler:
             counts = {"exact_assemblies": search.builds, "splices": search.splices}
         else:
             built = self._build(conv, add_generation_prompt)
+        return self._result(conv, built, diags, bindings, timings, win, dropped, estimated, counts, made, t0, t1,
+                            previous if inc is not None else None)
+
+    def _result(self, conv: Conversation, built: "_Built", diags: list[Diagnostic], bindings: list[Binding],
+                timings: dict[str, float], win: Window, dropped: Sequence[Dropped], estimated: int | None,
+                counts: dict[str, int], made: list["_Built"], t0: float, t1: float,
+                previous: AssemblyResult | None) -> AssemblyResult:
+        clock = time.perf_counter
         conv = built.conv
         if not built.inspected:
             built.diags += inspect_render(built.text, conv.messages, built.spans, self.template.source)
@@ -187,9 +216,19 @@ class Assembler:
         timings["budget"] = (clock() - t1) * 1e3 - built.render_ms - built.tokenize_ms
         diags += built.diags
         t = self.template
+        if previous is not None and previous.prefix_chain:
+            start = first_change(previous.conversation.messages, conv.messages)
+            chain = extend_chain(previous.prefix_chain, conv.messages, start)
+        else:
+            chain = prefix_chain(conv.messages)
         key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
-                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages)
-        bud = measure(win, conv, built.segments, len(built.ids), estimated, **counts)
+                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages,
+                        chain=chain)
+        if previous is not None and built.reused:
+            bud = measure_next(win, conv, previous.budget, previous.conversation, originals(previous.segments),
+                               built.reused, originals(built.segments), len(built.ids), **counts)
+        else:
+            bud = measure(win, conv, originals(built.segments), len(built.ids), estimated, **counts)
         if bud.used > bud.input_budget:
             diags.append(warning("over_budget", f"prompt uses {bud.used} tokens, {bud.used - bud.input_budget}"
                                  f" over the input budget of {bud.input_budget}"))
@@ -197,9 +236,11 @@ class Assembler:
         return AssemblyResult(
             template={"name": t.name, "version": t.version},
             tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
-            text=built.text, token_ids=built.ids, segments=tuple(built.segments), budget=bud,
-            dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
-            conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings))
+            text_source=built.text, token_ids=built.ids,
+            segments=built.segments if isinstance(built.segments, SegmentList) else tuple(built.segments),
+            budget=bud, dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
+            conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
+            prefix_chain=tuple(chain), render_diagnostics=tuple(built.diags))
 
     # ------------------------------------------------------------------ exact assembly of one conversation
     def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":
@@ -214,9 +255,7 @@ class Assembler:
         escaped, diags = self._diagnose(conv, r.text, spans, inspect)
         segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
                                               None if escaped else pending)
-        if moved:
-            diags.append(info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to "
-                              "the token boundary before it"))
+        diags += moved_diagnostics(moved)
         built = _Built(conv, r.text, segments, ids, diags, tuple(escaped), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
         built.spans, built.inspected = spans, inspect
         return built
@@ -371,7 +410,7 @@ class _Built:
     """One exact assembly of a conversation (before budget and cache key)."""
 
     __slots__ = ("conv", "text", "segments", "ids", "diags", "escaped", "render_ms", "tokenize_ms", "spliced",
-                 "cut_seq", "spans", "inspected", "_counts")
+                 "cut_seq", "spans", "inspected", "reused", "_counts")
 
     def __init__(self, conv: Conversation, text: str, segments: list[Segment], ids: np.ndarray,
                  diags: list[Diagnostic], escaped: tuple, render_ms: float, tokenize_ms: float):
@@ -379,6 +418,7 @@ class _Built:
         self.diags, self.escaped, self.render_ms, self.tokenize_ms = diags, escaped, render_ms, tokenize_ms
         self.spliced = False
         self.inspected = False        # rewrite diagnostics added
+        self.reused = 0               # leading segments taken from the previous result
         self.spans: list[Span] = []
         self.cut_seq: int | None = None
         self._counts: dict[int, int] | None = None

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from .conversation import Conversation
 from .errors import BudgetError
-from .segments import Segment
+from .segments import Segment, find_message_segment
 
 DEFAULT_CONTEXT_WINDOW = 131072
 DEFAULT_RESERVE = 4096
@@ -117,3 +117,36 @@ def measure(window: Window, conv: Conversation, segments: Sequence[Segment], use
     return Budget(context_window=window.context_window, reserve=window.reserve, input_budget=window.input_budget,
                   used=used, by_kind=by_kind, parts=parts, reserve_source=window.reserve_source,
                   estimated=estimated, exact_assemblies=exact_assemblies, splices=splices)
+
+
+def measure_next(window: Window, conv: Conversation, prev: Budget, prev_conv: Conversation,
+                 prev_segments: Sequence[Segment], cut: int, segments: Sequence[Segment], used: int,
+                 **counts: int) -> Budget:
+    """measure() for a prompt whose segments before `cut` are the previous prompt's: counts only the
+    segments after it (the previous tail out, the new tail in) and moves the last user message."""
+    def last_user(c: Conversation) -> int | None:
+        return next((m.sequence for m in reversed(c.messages) if m.role == "user"), None)
+
+    lu_prev, lu_new = last_user(prev_conv), last_user(conv)
+    by_kind, parts = dict(prev.by_kind), dict(prev.parts)
+    for s in prev_segments[cut:]:
+        n = s.end - s.start
+        by_kind[s.kind] = by_kind.get(s.kind, 0) - n
+        parts[part_of(s, lu_prev)] -= n
+    if lu_prev != lu_new:
+        # The previous last user message, if it is in the reused head, is history now; the new one,
+        # if it is there too, moves the other way.
+        for seq, src, dst in ((lu_prev, "last_user", "history"), (lu_new, "history", "last_user")):
+            i = find_message_segment(prev_segments, seq) if seq is not None else None
+            while i is not None and i < cut and prev_segments[i].seq == seq and prev_segments[i].kind == "message":
+                n = prev_segments[i].end - prev_segments[i].start
+                parts[src] -= n
+                parts[dst] += n
+                i += 1
+    for s in segments[cut:]:
+        n = s.end - s.start
+        by_kind[s.kind] = by_kind.get(s.kind, 0) + n
+        parts[part_of(s, lu_new)] += n
+    by_kind = {k: v for k, v in by_kind.items() if v}
+    return Budget(context_window=window.context_window, reserve=window.reserve, input_budget=window.input_budget,
+                  used=used, by_kind=by_kind, parts=parts, reserve_source=window.reserve_source, **counts)

@@ -8,6 +8,7 @@ at what the user wrote even after a merge or a drop.
 from __future__ import annotations
 
 import hashlib
+from operator import attrgetter
 from dataclasses import asdict, dataclass
 from typing import Callable, Literal
 
@@ -30,13 +31,26 @@ class CleaningPolicy:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
 
 
+_ROLE = attrgetter("role")
+_CALLS = attrgetter("tool_calls")
+
 Stage = Callable[[list[Message], CleaningPolicy], tuple[list[Message], list[Diagnostic]]]
 
 
+def _is_empty(m: Message) -> bool:
+    c = m.content
+    return (not c or c.isspace()) and not m.tool_calls and m.role != "tool"
+
+
 def drop_empty(msgs: list[Message], p: CleaningPolicy) -> tuple[list[Message], list[Diagnostic]]:
+    # Most messages are not empty: find the few that are without a Python loop over all of them.
+    # (isspace() stops at the first non-space character, so it costs nothing on real text.)
+    empties = [m for m in msgs if _is_empty(m)] if msgs else []
+    if not empties:
+        return msgs, []
     diags, out = [], []
     for m in msgs:
-        empty = not (m.content or "").strip() and not m.tool_calls and m.role != "tool"
+        empty = _is_empty(m)
         if empty and p.drop_empty:
             diags.append(info("dropped_empty", f"empty {m.role} message dropped", m.sequence))
             continue
@@ -47,6 +61,8 @@ def drop_empty(msgs: list[Message], p: CleaningPolicy) -> tuple[list[Message], l
 
 
 def system_first(msgs: list[Message], p: CleaningPolicy) -> tuple[list[Message], list[Diagnostic]]:
+    if "system" not in map(_ROLE, msgs[1:]):  # C-speed scan for the common case
+        return msgs, []
     late = [i for i, m in enumerate(msgs) if m.role == "system" and i > 0]
     if not late:
         return msgs, []
@@ -81,6 +97,8 @@ def merge_consecutive(msgs: list[Message], p: CleaningPolicy) -> tuple[list[Mess
 
 def pair_tool_results(msgs: list[Message], p: CleaningPolicy) -> tuple[list[Message], list[Diagnostic]]:
     """Every tool result answers a call made earlier; results follow their call directly."""
+    if "tool" not in map(_ROLE, msgs) and not any(map(_CALLS, msgs)):
+        return msgs, []  # no tools in this conversation: nothing to pair
     diags: list[Diagnostic] = []
     out: list[Message] = []
     open_calls: dict[str, int] = {}   # call id -> sequence of the assistant message

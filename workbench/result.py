@@ -11,7 +11,7 @@ from .budget import Budget
 from .cache.keys import CacheKey
 from .conversation import Conversation
 from .diagnostics import Diagnostic
-from .segments import Segment
+from .segments import Segment, SegmentList
 from .variables import Binding
 
 
@@ -57,13 +57,60 @@ class DroppedList(Sequence):
         return f"DroppedList({self._all()!r})"
 
 
+class LazyText:
+    """A prompt text made of an earlier text's head and a new tail, joined only when someone reads it.
+
+    Incremental assembly re-renders the tail of a long prompt; copying the whole text each turn
+    would cost more than everything else it does. The chain of heads is walked iteratively.
+    """
+
+    __slots__ = ("head", "head_len", "tail", "_str")
+
+    def __init__(self, head: "str | LazyText", head_len: int, tail: str):
+        self.head, self.head_len, self.tail = head, head_len, tail
+        self._str: str | None = None
+
+    def __len__(self) -> int:
+        return self.head_len + len(self.tail)
+
+    def slice(self, a: int, b: int) -> str:
+        """text[a:b] without joining the whole text."""
+        node: str | LazyText = self
+        while isinstance(node, LazyText) and node._str is None and b <= node.head_len:
+            node = node.head
+        if isinstance(node, str):
+            return node[a:b]
+        if node._str is not None:
+            return node._str[a:b]
+        if a >= node.head_len:
+            return node.tail[a - node.head_len:b - node.head_len]
+        return text_slice(node.head, a, node.head_len) + node.tail[:b - node.head_len]
+
+    def __str__(self) -> str:
+        if self._str is None:
+            parts: list[str] = []
+            node: str | LazyText = self
+            upto = len(self)
+            while isinstance(node, LazyText) and node._str is None:
+                parts.append(node.tail[:max(upto - node.head_len, 0)])
+                upto = min(upto, node.head_len)
+                node = node.head
+            parts.append((node if isinstance(node, str) else node._str or "")[:upto])
+            self._str = "".join(reversed(parts))
+        return self._str
+
+
+def text_slice(text: "str | LazyText", a: int, b: int) -> str:
+    return text[a:b] if isinstance(text, str) else text.slice(a, b)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class AssemblyResult:
     template: dict            # {"name", "version"}
     tokenizer: dict           # {"name", "version"}
-    text: str
+    text_source: "str | LazyText"   # read `text`; incremental results join it on first read
     token_ids: np.ndarray     # np.uint32, read-only
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]  # a tuple, or a SegmentList when earlier segments were reused
     budget: Budget
     dropped: Sequence[Dropped]    # a tuple, or a DroppedList (same interface)
     cache_key: CacheKey
@@ -75,10 +122,28 @@ class AssemblyResult:
     escaped: tuple[tuple[int, int], ...] = ()
     # Prompt-template variables: each with its value, the scope it came from, and who used it.
     variables: tuple[Binding, ...] = ()
+    # For the next incremental assembly: the message fingerprint chain, and the diagnostics of the
+    # render stage (injection, rewrites), which belong to the messages they name.
+    prefix_chain: tuple[str, ...] = ()
+    render_diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def text(self) -> str:
+        t = self.text_source
+        if isinstance(t, str):
+            return t
+        s = str(t)
+        object.__setattr__(self, "text_source", s)  # joined once; frozen otherwise
+        return s
 
     @property
     def total_tokens(self) -> int:
         return int(self.token_ids.shape[0])
+
+    @property
+    def reused_segments(self) -> int:
+        """Segments taken from the previous result of the session (0 for a cold assembly)."""
+        return self.segments.reused if isinstance(self.segments, SegmentList) else 0
 
     @property
     def cache_key_short(self) -> str:

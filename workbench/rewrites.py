@@ -34,7 +34,7 @@ def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span]
         if not content.strip():
             continue
         if region is None or region[0] == region[1]:
-            k = text.find(content.strip())
+            k = text.rfind(content.strip())  # templates move text forward (to the last user turn)
             if k == -1:
                 diags.append(warning("template_rewrite", f"the template did not render this {m.role} "
                                      "message's content verbatim", m.sequence))

@@ -54,6 +54,71 @@ class Segment:
                 "source": self.source}
 
 
+class SegmentList(Sequence):
+    """The segments of an incrementally assembled prompt: the first `reused` came from the previous
+    result (reported with source "local"), the rest were rendered now.
+
+    Keeps the original segment objects in a flat list, so each turn copies pointers, not
+    segments; the "local" copies are made only when someone looks at them.
+    """
+
+    __slots__ = ("orig", "reused", "_local")
+
+    def __init__(self, orig: list[Segment], reused: int):
+        self.orig, self.reused = orig, reused
+        self._local: dict[int, Segment] = {}
+
+    def __len__(self) -> int:
+        return len(self.orig)
+
+    def _at(self, i: int) -> Segment:
+        if i >= self.reused:
+            return self.orig[i]
+        seg = self._local.get(i)
+        if seg is None:
+            o = self.orig[i]
+            seg = self._local[i] = Segment(o.kind, o.role, o.seq, o.text, o.token_ids, o.start, o.end, o.char_start,
+                                           o.char_end, "local")
+        return seg
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self.orig)))]
+        n = len(self.orig)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._at(i)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return (self._at(i) for i in range(len(self.orig)))
+
+
+def originals(segments: Sequence[Segment]) -> list[Segment]:
+    """The flat list of segment objects behind `segments` (a tuple, a list or a SegmentList)."""
+    return segments.orig if isinstance(segments, SegmentList) else list(segments)
+
+
+def find_message_segment(segments: Sequence[Segment], seq: int) -> int | None:
+    """Index of the first message segment of message `seq`, by bisection (segments are in message
+    order, system/tools/bos first and the generation prompt last)."""
+    def key(s: Segment) -> float:
+        if s.kind == "message" and s.seq is not None:
+            return s.seq
+        return float("inf") if s.kind == "generation_prompt" else -1.0
+    lo, hi = 0, len(segments)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if key(segments[mid]) < seq:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < len(segments) and segments[lo].kind == "message" and segments[lo].seq == seq:
+        return lo
+    return None
+
+
 def layout(text: str, messages: Sequence[Message], starts: dict[int, int], *, gen_start: int | None,
            tools_start: int | None, bos_token: str | None) -> list[Span]:
     """Turn the renderer's notes (where each message started) into ordered, covering spans."""
@@ -196,10 +261,11 @@ class PendingEncode:
 
 def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
                    escaped: Sequence[tuple[int, int]] = (), pending: PendingEncode | None = None,
-                   ) -> tuple[list[Segment], np.ndarray, bool]:
+                   ) -> tuple[list[Segment], np.ndarray, list[int | None]]:
     """Tokenize the full text once and cut the ids at the span boundaries.
 
-    Returns the segments, the full ids, and whether any cut had to move to a token boundary.
+    Returns the segments, the full ids, and the seq of each span whose start had to move back to a
+    token boundary.
     Fast path: one encode of the whole text; a cut next to a special token maps to that token's
     index. Cuts inside plain text, and texts with escaped user specials, go through chunks.
     """
@@ -219,7 +285,8 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
         full = np.concatenate([c.ids for c in chunks]).astype(np.uint32, copy=False) if chunks else EMPTY.copy()
         points = _cut_points(chunks, tokenizer, text, cuts)
     full.flags.writeable = False
-    moved = any(p[1] != c for p, c in zip(points, cuts))
+    # The messages whose segment start moved back to a token boundary (None: a segment without one).
+    moved = [spans[i].seq for i, (p, c) in enumerate(zip(points, cuts)) if p[1] != c and i < len(spans)]
     segs = []
     for i, sp in enumerate(spans):
         (t0, c0), (t1, c1) = points[i], points[i + 1]
@@ -254,3 +321,10 @@ def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: lis
             (t, c), = _cut_points([chunk], tokenizer, text, [cut])
             out.append((lo_t + t, c))
     return out
+
+
+def moved_diagnostics(moved: Sequence[int | None]) -> list:
+    """One info diagnostic per message whose segment start moved back to a token boundary."""
+    from .diagnostics import info
+    return [info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to the token "
+                 "boundary before it", seq) for seq in dict.fromkeys(moved)]

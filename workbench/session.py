@@ -1,14 +1,16 @@
 """A session: the successive requests of one conversation, each with its result.
 
-The caching issue builds incremental assembly on this (reuse the previous result's
-unchanged prefix); today every request is assembled cold, so results are exact by
-construction.
+Each request reuses the previous result's unchanged prefix (workbench/incremental.py):
+only what changed is rendered and tokenized, and the ids equal a cold assembly's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
+
+from .intake.incremental import IntakeState, normalize_next
 
 if TYPE_CHECKING:
     from .assembler import Assembler
@@ -20,6 +22,7 @@ class Session:
         self.assembler = assembler
         self.requests: list[Any] = []
         self.results: list["AssemblyResult"] = []
+        self._intake: IntakeState | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -29,7 +32,14 @@ class Session:
         return self.results[-1] if self.results else None
 
     def assemble(self, request: Any, **kw: Any) -> "AssemblyResult":
-        r = self.assembler.assemble(request, **kw)
+        # Unchanged messages keep their parsed form, and the previous result lends its unchanged
+        # prefix (text, ids, segments): incremental assembly.
+        t = time.perf_counter()
+        conv, diags, state = normalize_next(request, self._intake, self.assembler.config.intake)
+        ms = (time.perf_counter() - t) * 1e3
+        r = self.assembler.assemble(request, previous=self.last, normalized=(conv, diags), **kw)
+        r.timings_ms["normalize"] = ms
+        self._intake = state
         # Recorded only on success: a request that raised is not part of the conversation.
         self.requests.append(request)
         self.results.append(r)

@@ -53,10 +53,19 @@ def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:
     return out
 
 
+def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) -> list[str]:
+    """The chain of `messages`, reusing `chain[:start]` (the messages before `start` are unchanged)."""
+    head = list(chain[:start])
+    return head + prefix_chain(messages[start:], head[-1] if head else "")
+
+
 def cache_key(*, template_version: str, tokenizer_version: str, policy_version: str,
-              tools: Sequence[str], messages: Sequence[Message], extra: str = "") -> CacheKey:
+              tools: Sequence[str], messages: Sequence[Message], extra: str = "",
+              chain: Sequence[str] | None = None) -> CacheKey:
+    """The key of a whole prompt. `chain`, when given, is `prefix_chain(messages)` already computed."""
     system = next((m.content or "" for m in messages if m.role == "system"), "")
     tools_canon = canonical_json([json.loads(t) for t in tools])
-    chain = prefix_chain(messages)
+    if chain is None:
+        chain = prefix_chain(messages)
     return CacheKey(_h(template_version, tokenizer_version, policy_version, system, tools_canon,
                        chain[-1] if chain else "", extra))

@@ -1,0 +1,182 @@
+"""Incremental assembly: the next request of a session renders and tokenizes only what changed.
+
+The previous result holds the text, ids and segments of a prompt. When the next request starts
+with the same messages, everything before the turn that holds the first change is reused and
+only the rest is rendered and tokenized:
+
+- **Probe** (the fast path): render only the system messages, two turns before that turn (anchors)
+  and the tail. The first anchor turn soaks up what templates do to "the first user message"
+  (Gemma folds the system prompt into it, Llama 3.1 puts tools there). The second must render
+  exactly as it did in the previous prompt, or the probe is not trusted. The tail starts at the
+  user message that opens the changed turn, so templates that rewrite the previous turn when a new
+  one arrives re-render it: Qwen 3 strips reasoning, Mistral moves the system prompt and tools to the
+  last user message. Cost follows the change, not the history.
+- **Verified** (any template): render everything, keep the previous ids up to the last segment
+  boundary inside the common text prefix, and tokenize only the rest.
+
+Both paths cut only where a segment starts with a special token. Encoding is split at special
+tokens, so the reused ids are exactly those a cold assembly would produce. Property tests hold the
+incremental ids to a cold assembly for every shipped template.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from ._compare import first_difference
+from .conversation import Conversation, Message
+from .diagnostics import Diagnostic
+from .result import LazyText, text_slice
+from .rewrites import inspect_render
+from .segments import (Segment, SegmentList, Span, find_message_segment, layout, moved_diagnostics, originals,
+                       tokenize_spans)
+
+if TYPE_CHECKING:
+    from .assembler import Assembler, _Built
+    from .result import AssemblyResult
+
+
+_ROLE = attrgetter("role")
+
+
+def first_change(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """Index of the first message that differs (len of the shorter one if one is a prefix)."""
+    return first_difference(tuple(a), tuple(b))
+
+
+def _user_before(msgs: Sequence[Message], i: int, floor: int) -> int | None:
+    """The last user message at an index in [floor, i)."""
+    for j in range(i - 1, floor - 1, -1):
+        if msgs[j].role == "user":
+            return j
+    return None
+
+
+def extend(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, add_generation_prompt: bool
+           ) -> "_Built | None":
+    """The exact assembly of `conv`, reusing `prev` where possible; None when nothing can be reused."""
+    pc = prev.conversation
+    if prev.dropped or prev.escaped or pc.tools != conv.tools or not prev.segments or prev.variables:
+        return None
+    msgs = conv.messages
+    c = first_change(pc.messages, msgs)
+    if c == 0:
+        return None
+    return _probe(asm, prev, conv, c, add_generation_prompt) or _verified(asm, prev, conv, add_generation_prompt)
+
+
+def _is_special_start(asm: "Assembler", text: str, pos: int) -> bool:
+    pat = asm.tokenizer.special_pattern
+    return pat is not None and pat.match(text, pos) is not None
+
+
+def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
+           add_generation_prompt: bool) -> "_Built | None":
+    from .assembler import _Built
+    msgs = conv.messages
+    first_ns = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+    r = _user_before(msgs, min(c, len(msgs) - 1) + 1, first_ns)  # the user message opening the changed turn
+    if r is None:
+        return None
+    a = _user_before(msgs, r, first_ns)
+    a2 = _user_before(msgs, a, first_ns) if a is not None else None
+    if a is None or a2 is None or "system" in map(_ROLE, msgs[first_ns:r]):
+        return None  # too close to the start (the verified path is cheap there) or a system message between
+    orig = originals(prev.segments)
+    i_r = find_message_segment(orig, msgs[r].sequence)
+    i_a = find_message_segment(orig, msgs[a].sequence)
+    if i_r is None or i_a is None:
+        return None
+    seg_r = orig[i_r]
+    if not _is_special_start(asm, seg_r.text, 0):
+        return None
+    probe = conv.with_messages(msgs[:first_ns] + msgs[a2:])
+    rendered, gen_start, _ = asm._render(probe, add_generation_prompt)
+    text = rendered.text
+    spans = layout(text, probe.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
+                   bos_token=asm._kwargs().get("bos_token") or None)
+    start_of = {}
+    for sp in spans:
+        if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
+            start_of[sp.seq] = sp.start
+    cut_r, cut_a = start_of.get(msgs[r].sequence), start_of.get(msgs[a].sequence)
+    if cut_r is None or cut_a is None:
+        return None
+    # The anchor turn must render exactly as it did in the previous prompt.
+    if text[cut_a:cut_r] != text_slice(prev.text_source, orig[i_a].char_start, seg_r.char_start):
+        return None
+    if not _is_special_start(asm, text, cut_r):
+        return None
+    tail = text[cut_r:]
+    tail_spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in spans
+                  if sp.start >= cut_r]
+    return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans)
+
+
+def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
+              add_generation_prompt: bool) -> "_Built | None":
+    """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
+    rendered, gen_start, _ = asm._render(conv, add_generation_prompt)
+    text = rendered.text
+    spans = layout(text, conv.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
+                   bos_token=asm._kwargs().get("bos_token") or None)
+    common = first_difference(prev.text, text)
+    orig = originals(prev.segments)
+    # The last previous segment starting inside the common prefix, at a special token, where the new
+    # render also starts a span, and whose message is unchanged.
+    new_starts = {sp.start: k for k, sp in enumerate(spans)}
+    for i in range(len(orig) - 1, 0, -1):
+        s = orig[i]
+        if s.char_start <= common and s.char_start in new_starts and _is_special_start(asm, s.text, 0) \
+                and s.kind != "generation_prompt":
+            k = new_starts[s.char_start]
+            tail_spans = [Span(sp.kind, sp.role, sp.seq, sp.start - s.char_start, sp.end - s.char_start)
+                          for sp in spans[k:]]
+            seqs = {sp.seq for sp in spans[k:] if sp.seq is not None}
+            tail_msgs = [m for m in conv.messages if m.sequence in seqs]
+            return _join(asm, prev, conv, orig, i, tail_msgs, text[s.char_start:], tail_spans)
+    return None
+
+
+def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: list[Segment], i_cut: int,
+          tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span]) -> "_Built | None":
+    """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
+    from .assembler import _Built
+    cut = orig[i_cut]
+    tail_conv = conv.with_messages(tuple(tail_msgs))
+    escaped, diags = asm._diagnose(tail_conv, tail, tail_spans)
+    fresh, tail_ids, moved = tokenize_spans(tail, tail_spans, asm.tokenizer, escaped)
+    if escaped:
+        return None  # user text with special-token strings: the cold path handles the spans
+    diags += moved_diagnostics(moved)
+    t0, c0 = cut.start, cut.char_start
+    ids = np.concatenate([prev.token_ids[:t0], tail_ids]).astype(np.uint32, copy=False)
+    ids.flags.writeable = False
+    shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + t0, s.end + t0, s.char_start + c0,
+                       s.char_end + c0) for s in fresh]
+    segments = SegmentList(orig[:i_cut] + shifted, i_cut)
+    # Render diagnostics of the reused messages stay and the tail's are new, except where the
+    # template placed a reused message's text in the tail (Mistral: the system prompt sits in the
+    # last user message): those are looked for in the new tail.
+    first_seq = tail_msgs[0].sequence if tail_msgs else None
+    kept: list[Diagnostic] = []
+    placed: set[int] = set()
+    for d in prev.render_diagnostics:
+        if d.seq is None or first_seq is None or d.seq >= first_seq:
+            continue
+        if d.code == "template_moved_content":
+            placed.add(d.seq)
+        else:
+            kept.append(d)
+    if placed:
+        again = [m for m in conv.messages[:len(conv.messages) - len(tail_msgs)] if m.sequence in placed]
+        kept += [d for d in inspect_render(tail, again, tail_spans, asm.template.source)
+                 if d.seq is not None]
+    text = LazyText(prev.text_source, c0, tail) if len(tail) * 8 < c0 else prev.text[:c0] + tail
+    built = _Built(conv, text, segments, ids, kept + diags, (), 0.0, 0.0)
+    built.inspected = True
+    built.reused = i_cut
+    return built

@@ -1,0 +1,84 @@
+"""Intake for the next request of a session: parse only the messages that are new or changed.
+
+A client sends the whole conversation every time; usually only the tail is new. Messages equal
+to the previous request's (same position, equal JSON) keep their parsed Message objects, which
+also makes comparing conversations later a matter of identity. OpenAI and internal formats only:
+there one JSON message is one Message. (Anthropic splits tool_result blocks into messages.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .._compare import first_difference
+from ..conversation import Conversation, Message
+from ..diagnostics import Diagnostic
+from .detect import detect_format, normalize
+from ..errors import RequestError
+from .limits import IntakeLimits, check_total
+
+
+@dataclass(frozen=True)
+class IntakeState:
+    """What the previous request parsed to."""
+
+    raw: list                      # the request's "messages" list, as sent
+    rest: dict                     # the request without "messages"
+    conversation: Conversation
+    diagnostics: tuple[Diagnostic, ...]
+    chars: tuple[int, ...] = ()    # running total of content characters, per message (for the size cap)
+
+
+def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
+                   ) -> tuple[Conversation, list[Diagnostic], IntakeState | None]:
+    """Like normalize(), reusing what `prev` parsed; also returns the state for the next request."""
+    if isinstance(request, Conversation) or not isinstance(request, dict) or \
+            not isinstance(request.get("messages"), list) or detect_format(request) == "anthropic":
+        conv, diags = normalize(request, limits)
+        return conv, diags, None
+    raw = request["messages"]
+    rest = {k: v for k, v in request.items() if k != "messages"}
+    if prev is None or rest != prev.rest:
+        conv, diags = normalize(request, limits)
+        return conv, diags, IntakeState(raw, rest, conv, tuple(diags))
+    k = first_difference(prev.raw, raw)
+    if k == 0:
+        conv, diags = normalize(request, limits)
+        return conv, diags, IntakeState(raw, rest, conv, tuple(diags))
+    # Parse the new tail on its own (same checks), then number it after the reused head. An error
+    # there is raised again by a full parse, so it names the right message index.
+    try:
+        tail_conv, tail_diags = normalize({**rest, "messages": raw[k:]}, limits)
+    except RequestError:
+        conv, diags = normalize(request, limits)
+        raise AssertionError("a tail that fails alone must fail in the whole request") from None
+    if len(raw) > limits.max_messages:
+        conv, diags = normalize(request, limits)  # raises, naming the limit
+    head = prev.conversation.messages[:k]
+    tail = tuple(m if m.sequence + k == m.sequence else replace(m, sequence=m.sequence + k)
+                 for m in tail_conv.messages)
+    messages: tuple[Message, ...] = head + tail
+    chars = _running(prev, k, tail)
+    if chars and chars[-1] > limits.max_request_bytes:
+        check_total(messages, limits)  # raises, with the size
+    diags = [d for d in prev.diagnostics if d.seq is None or d.seq < k]
+    diags += [replace(d, seq=d.seq + k) if d.seq is not None else d for d in tail_diags
+              if not (d.seq is None and d in diags)]
+    conv = replace(tail_conv, messages=messages)
+    return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars)
+
+
+def _running(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> tuple[int, ...]:
+    if len(prev.chars) < k:  # not kept for the previous request: count the head once
+        total, head = 0, []
+        for m in prev.conversation.messages[:k]:
+            total += len(m.content or "")
+            head.append(total)
+    else:
+        head = list(prev.chars[:k])
+        total = head[-1] if head else 0
+    for m in tail:
+        total += len(m.content or "")
+        head.append(total)
+    return tuple(head)
