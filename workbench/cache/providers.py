@@ -1,0 +1,808 @@
+"""Provider prefix-cache simulation (SPEC 3.3): what OpenAI, Anthropic, vLLM and SGLang would
+report as cached for each request of a session, and what each request would cost.
+
+The rules are data: ``provider_params.json`` holds the presets (sizes, TTLs, per-model minimums,
+example prices). Each simulator is a small class whose ``process(turn)`` takes one request and
+returns a ``TurnResult``, so a live workbench can feed turns as they come; ``simulate()`` runs a
+whole session.
+
+    >>> import numpy as np
+    >>> doc = np.arange(3000, dtype=np.uint32)
+    >>> sim = simulate([TurnPrompt(doc[:2000]), TurnPrompt(doc[:2500])], "openai")
+    >>> [t.cached_tokens for t in sim.turns]      # 2000 shared tokens, in 128-token steps
+    [0, 1920]
+    >>> [t.cached_tokens for t in simulate([TurnPrompt(doc[:2000]), TurnPrompt(doc[:2500])], "sglang").turns]
+    [0, 2000]
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import heapq
+import json
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import WorkbenchError
+
+PARAMS_FILE = Path(__file__).with_name("provider_params.json")
+DEFAULT_GAP_S = 60.0          # TurnPrompt.time_s None: the turn comes this long after the previous one
+_MILLION = 1_000_000
+
+
+# ---------------------------------------------------------------- errors
+
+class ProviderParamsError(WorkbenchError):
+    """Provider parameters are wrong: names the file, the preset and the field."""
+
+    def __init__(self, message: str, *, preset: str | None = None, field: str | None = None,
+                 source: str | None = None, hint: str | None = None):
+        self.preset, self.field, self.source = preset, field, source
+        where = [w for w in (source, preset and f"preset {preset!r}", field and f"field {field!r}") if w]
+        super().__init__(f"{', '.join(where)}: {message}" if where else message, hint=hint)
+
+
+class UnknownProviderError(ProviderParamsError):
+    """No preset of that name in the shipped file nor in the user's file."""
+
+
+class SimulationError(WorkbenchError):
+    """A malformed turn, or a request the provider would refuse (too many breakpoints)."""
+
+    def __init__(self, message: str, *, turn: int | None = None, field: str | None = None,
+                 hint: str | None = None):
+        self.turn, self.field = turn, field
+        where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+# ---------------------------------------------------------------- parameters
+
+_PRICE_KEYS = ("input", "output", "cached_input", "cache_write_5m", "cache_write_1h")
+_MULT_KEYS = ("cached_input", "cache_write_5m", "cache_write_1h")
+_COMMON_KEYS = ("kind", "model", "models", "prices", "multipliers", "extends")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens. ``cached_input`` is what OpenAI calls cached input and Anthropic a
+    cache read; the two write prices are Anthropic's (5-minute and 1-hour TTL)."""
+
+    input: float
+    output: float
+    cached_input: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Knob:
+    """How one numeric or named setting is checked."""
+
+    type: str = "int"                 # int | num | choice
+    lo: float = 0                     # smallest allowed (exclusive when strict)
+    strict: bool = False
+    optional: bool = False            # null allowed (e.g. capacity: unbounded)
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any, err: Callable[..., ProviderParamsError], name: str) -> Any:
+        if value is None:
+            if self.optional:
+                return None
+            raise err(name, "must not be null")
+        if self.choices:
+            if value not in self.choices:
+                raise err(name, f"must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
+            return value
+        is_num = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not is_num or not math.isfinite(value) or (self.type == "int" and not float(value).is_integer()):
+            raise err(name, f"must be {'an integer' if self.type == 'int' else 'a number'}, got {value!r}")
+        if value < self.lo or (self.strict and value == self.lo):
+            raise err(name, f"must be {'>' if self.strict else '>='} {self.lo:g}, got {value!r}")
+        return int(value) if self.type == "int" else float(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderParams:
+    """One resolved preset: a provider kind, a model, its prices and the kind's settings.
+
+    ``ProviderParams.load(name, overrides=..., path=...)`` returns the subclass for the preset's
+    kind (OpenAIParams, AnthropicParams, VLLMParams, SGLangParams)."""
+
+    name: str
+    kind: str
+    model: str
+    prices: Prices
+    _KNOBS: ClassVar[dict[str, _Knob]] = {}
+
+    @classmethod
+    def load(cls, name: str = "openai", overrides: Mapping[str, Any] | None = None, *,
+             path: str | Path | None = None) -> ProviderParams:
+        """The preset ``name`` from ``path`` (a user JSON file: preset name -> preset) or the shipped
+        file, then ``overrides`` on top (dicts such as ``prices`` merge key by key)."""
+        if not isinstance(name, str):
+            raise UnknownProviderError(f"a provider name must be a string, got {name!r}",
+                                       hint=f"use one of: {', '.join(cls.presets())}")
+        user, label = ({}, None) if path is None else (_read_presets(Path(path)), str(path))
+        raw, source = _resolve(name, user, _shipped(), label)
+        return _build(name, raw, dict(_mapping(overrides or {}, "overrides", name)), source)
+
+    @classmethod
+    def presets(cls, path: str | Path | None = None) -> list[str]:
+        user = _read_presets(Path(path)) if path is not None else {}
+        return sorted(set(_shipped()) | set(user))
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "model": self.model,
+                               "prices": self.prices.to_json()}
+        out.update({k: getattr(self, k) for k in self._KNOBS})
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAIParams(ProviderParams):
+    min_prefix_tokens: int = 1024
+    increment_tokens: int = 128
+    ttl_s: float = 300.0
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "min_prefix_tokens": _Knob("int"), "increment_tokens": _Knob("int", 1),
+        "ttl_s": _Knob("num", 0, strict=True)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnthropicParams(ProviderParams):
+    min_cacheable_tokens: int = 1024
+    ttl: str = "5m"
+    ttl_5m_s: float = 300.0
+    ttl_1h_s: float = 3600.0
+    max_breakpoints: int = 4
+    lookback_blocks: int = 20
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "min_cacheable_tokens": _Knob("int"), "ttl": _Knob(choices=("5m", "1h")),
+        "ttl_5m_s": _Knob("num", 0, strict=True), "ttl_1h_s": _Knob("num", 0, strict=True),
+        "max_breakpoints": _Knob("int", 1), "lookback_blocks": _Knob("int")}
+
+    @property
+    def ttl_seconds(self) -> float:
+        return self.ttl_5m_s if self.ttl == "5m" else self.ttl_1h_s
+
+    @property
+    def write_price(self) -> float:
+        return self.prices.cache_write_5m if self.ttl == "5m" else self.prices.cache_write_1h
+
+
+@dataclass(frozen=True, kw_only=True)
+class VLLMParams(ProviderParams):
+    block_size: int = 16
+    capacity_blocks: int | None = None
+    hash_algo: str = "sha256"
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "block_size": _Knob("int", 1), "capacity_blocks": _Knob("int", 1, optional=True),
+        "hash_algo": _Knob(choices=("sha256", "blake2b"))}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SGLangParams(ProviderParams):
+    page_size: int = 1
+    capacity_tokens: int | None = None
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "page_size": _Knob("int", 1), "capacity_tokens": _Knob("int", 1, optional=True)}
+
+
+_KINDS: dict[str, type[ProviderParams]] = {
+    "openai": OpenAIParams, "anthropic": AnthropicParams, "vllm": VLLMParams, "sglang": SGLangParams}
+
+
+def _read_presets(path: Path) -> dict[str, dict]:
+    label = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProviderParamsError(f"cannot read the file ({e.strerror or e})", source=label,
+                                  hint="check the path of the provider params file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProviderParamsError(f"not valid JSON ({e})", source=label,
+                                  hint="fix the JSON syntax at the position named") from None
+    if not isinstance(data, dict) or "kind" in data:
+        raise ProviderParamsError("the file must be a JSON object mapping preset names to presets",
+                                  source=label,
+                                  hint='write {"my-preset": {"extends": "openai", "prices": {...}}}')
+    out = {}
+    for name, preset in data.items():
+        if name.startswith("_"):
+            continue
+        out[name] = dict(_mapping(preset, label, name))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict]:
+    return _read_presets(PARAMS_FILE)
+
+
+def _mapping(value: Any, source: str, preset: str, field: str | None = None) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ProviderParamsError(f"must be a JSON object, got {type(value).__name__}", source=source,
+                                  preset=preset, field=field, hint="write it as {\"key\": value, ...}")
+    return value
+
+
+def _merge(base: Mapping, over: Mapping) -> dict:
+    """Deep merge for nested objects (prices, multipliers, models); anything else is replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def _resolve(name: str, user: dict, shipped: dict, label: str | None,
+             chain: tuple[tuple[str, str], ...] = ()) -> tuple[dict, str]:
+    """Follow ``extends`` links; a user preset may extend the shipped preset of its own name.
+    ``label`` names the user's file (None: no file)."""
+    for where, presets, src in (("user", user, label or ""), ("shipped", shipped, "provider_params.json")):
+        if name in presets and (where, name) not in chain:
+            raw = presets[name]
+            base = raw.get("extends")
+            if base is None:
+                return raw, src
+            if not isinstance(base, str):
+                raise ProviderParamsError(f"must name a preset, got {base!r}", source=src, preset=name,
+                                          field="extends")
+            parent, _ = _resolve(base, user, shipped, label, chain + ((where, name),))
+            return _merge(parent, {k: v for k, v in raw.items() if k != "extends"}), src
+    if any(n == name for _, n in chain):
+        path = " -> ".join(n for _, n in chain) + f" -> {name}"
+        raise ProviderParamsError(f"'extends' goes round in a circle: {path}", source=label,
+                                  hint="make one preset in the chain stand on its own")
+    raise UnknownProviderError(f"unknown provider {name!r}", source=label,
+                               hint=f"use one of: {', '.join(sorted(set(shipped) | set(user)))}, "
+                                    "or define it in your own params file")
+
+
+def _build(name: str, raw: dict, over: dict, source: str) -> ProviderParams:
+    def err(src: str) -> Callable[..., ProviderParamsError]:
+        def make(field: str, msg: str, hint: str | None = None) -> ProviderParamsError:
+            return ProviderParamsError(msg, preset=name, field=field, source=src, hint=hint or (
+                f"fix it in {src}" if src != "overrides" else "fix the overrides you passed"))
+        return make
+
+    kind = raw.get("kind")
+    if kind is None:
+        raise err(source)("kind", "missing", f"add \"kind\": one of {', '.join(_KINDS)}, "
+                                             "or \"extends\": a shipped preset")
+    if kind not in _KINDS:
+        raise err(source)("kind", f"unknown kind {kind!r}", f"use one of: {', '.join(_KINDS)}")
+    if "kind" in over and over["kind"] != kind:
+        raise err("overrides")("kind", f"cannot turn a {kind} preset into {over['kind']!r}",
+                               f"load the {over['kind']!r} preset instead")
+    if "extends" in over:
+        raise err("overrides")("extends", "has no effect in overrides",
+                               "load the preset to extend, or put 'extends' in your params file")
+    cls = _KINDS[kind]
+    allowed = set(_COMMON_KEYS) | set(cls._KNOBS)
+    for keys, src in ((over, "overrides"), (raw, source)):
+        for k in keys:
+            if not k.startswith("_") and k not in allowed:
+                raise err(src)(k, f"unknown field for a {kind} preset",
+                               f"known fields: {', '.join(sorted(allowed - {'extends'}))}")
+
+    preset = _merge(raw, {"models": over["models"]}) if "models" in over else raw
+    models = _mapping(preset.get("models") or {}, source, name, "models")
+    model = over.get("model", preset.get("model", name))
+    if not isinstance(model, str):
+        raise err(source)("model", f"must be a string, got {model!r}")
+    entry: Mapping = {}
+    if models:
+        if model not in models:
+            raise err(source)("model", f"unknown model {model!r}",
+                              f"use one of: {', '.join(sorted(m for m in models if not m.startswith('_')))}"
+                              ", or add it under \"models\"")
+        entry = _mapping(models[model], source, name, f"models.{model}")
+        for k in entry:
+            if not k.startswith("_") and k not in {"prices", "multipliers", *cls._KNOBS}:
+                raise err(source)(f"models.{model}.{k}", "unknown field for a model entry",
+                                  f"a model entry holds prices, multipliers, {', '.join(cls._KNOBS)}")
+    flat = _merge(_merge(preset, entry), over)
+
+    knobs = {k: cls._KNOBS[k].check(flat[k], err(source if k not in over else "overrides"), k)
+             for k in cls._KNOBS if k in flat}
+    prices = _prices(flat.get("prices") or {}, flat.get("multipliers") or {},
+                     err("overrides" if {"prices", "multipliers"} & set(over) else source))
+    return cls(name=name, kind=kind, model=model, prices=prices, **knobs)
+
+
+def _prices(raw: Any, mult: Any, err: Callable[..., ProviderParamsError]) -> Prices:
+    for label, d, keys in (("prices", raw, _PRICE_KEYS), ("multipliers", mult, _MULT_KEYS)):
+        if not isinstance(d, Mapping):
+            raise err(label, f"must be a JSON object, got {type(d).__name__}")
+        for k, v in d.items():
+            if k.startswith("_"):
+                continue
+            if k not in keys:
+                raise err(f"{label}.{k}", f"unknown {label[:-1]}", f"known: {', '.join(keys)}")
+            _Knob("num").check(v, err, f"{label}.{k}")
+    for k in ("input", "output"):
+        if k not in raw:
+            raise err(f"prices.{k}", "missing", "give the model's price in USD per million tokens")
+    got = {k: float(raw[k]) for k in _PRICE_KEYS if k in raw}
+    # An explicit price wins; else input x multiplier (none given: no discount). Rounded so that
+    # 3 x 0.1 shows as 0.3 in the JSON, not 0.30000000000000004.
+    for k in _MULT_KEYS:
+        got.setdefault(k, round(got["input"] * float(mult.get(k, 1.0)), 12))
+    return Prices(**got)
+
+
+# ---------------------------------------------------------------- turns and results
+
+def _as_tokens(value: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise SimulationError(f"must be a 1-D array of token ids, got shape {arr.shape}", field="token_ids")
+    if arr.dtype == np.uint32:
+        return arr
+    if arr.size == 0:
+        return np.empty(0, np.uint32)
+    if arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() > 0xFFFFFFFF:
+        raise SimulationError("token ids must be integers in 0 .. 2**32-1", field="token_ids",
+                              hint="pass the pipeline's np.uint32 token ids")
+    return arr.astype(np.uint32)
+
+
+def _offsets(value: Any, n: int, field: str) -> tuple[int, ...]:
+    out = tuple(value)
+    for i, v in enumerate(out):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < v <= n:
+            raise SimulationError(f"[{i}] = {v!r} is not a token offset in 1..{n}", field=field,
+                                  hint="offsets are exclusive ends of prefixes of this prompt")
+        if i and v <= out[i - 1]:
+            raise SimulationError(f"must be strictly ascending, got {list(out)}", field=field)
+    return tuple(int(v) for v in out)
+
+
+@dataclass(frozen=True, eq=False)
+class TurnPrompt:
+    """One request as the provider sees it.
+
+    ``breakpoints``: Anthropic ``cache_control`` prefixes, token offsets (exclusive ends), ascending.
+    ``block_ends``: where content blocks (messages) end, for Anthropic's lookback; empty means the
+    boundaries known are this request's breakpoints and the ends of prefixes written earlier.
+    ``time_s``: when it was sent; None means 60 s after the previous turn (the first at 0 s).
+    The arrays are kept, not copied: do not change them after passing them in."""
+
+    token_ids: np.ndarray
+    breakpoints: tuple[int, ...] = ()
+    time_s: float | None = None
+    output_tokens: int = 0
+    block_ends: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        ids = _as_tokens(self.token_ids)
+        object.__setattr__(self, "token_ids", ids)
+        object.__setattr__(self, "breakpoints", _offsets(self.breakpoints, len(ids), "breakpoints"))
+        object.__setattr__(self, "block_ends", _offsets(self.block_ends, len(ids), "block_ends"))
+        t = self.time_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
+            raise SimulationError(f"must be a finite number of seconds or None, got {t!r}", field="time_s")
+        o = self.output_tokens
+        if isinstance(o, bool) or not isinstance(o, (int, np.integer)) or o < 0:
+            raise SimulationError(f"must be a non-negative integer, got {o!r}", field="output_tokens")
+
+    @classmethod
+    def from_assembly(cls, result: Any, *, breakpoints: Sequence[int] = (), time_s: float | None = None,
+                      output_tokens: int = 0) -> TurnPrompt:
+        """From an AssemblyResult: its token ids, and its segment ends as the block boundaries."""
+        ends = sorted({int(s.end) for s in result.segments if s.end > 0})
+        return cls(result.token_ids, tuple(breakpoints), time_s, output_tokens, tuple(ends))
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    turn: int                 # from 1
+    tokens: int               # prompt tokens
+    cached_tokens: int        # reported as cached (Anthropic: cache_read_input_tokens)
+    cache_write_tokens: int   # Anthropic: cache_creation_input_tokens; engines: tokens newly stored
+    cost: float               # USD: input + cache read/write + output
+    uncached_tokens: int = 0  # billed at the input price (Anthropic: input_tokens)
+    output_tokens: int = 0
+    time_s: float = 0.0
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Simulation:
+    provider: str
+    turns: tuple[TurnResult, ...]
+    params: ProviderParams | None = None
+
+    @property
+    def hit_ratio(self) -> float:
+        total = sum(t.tokens for t in self.turns)
+        return sum(t.cached_tokens for t in self.turns) / total if total else 0.0
+
+    @property
+    def total_cost(self) -> float:
+        return sum(t.cost for t in self.turns)
+
+    def to_json(self) -> dict:
+        """SPEC 7.3: {"provider", "turns": [{"turn", "tokens", "cached_tokens", "cost", ...}], "hit_ratio"}."""
+        out: dict[str, Any] = {"provider": self.provider, "turns": [t.to_json() for t in self.turns],
+                               "hit_ratio": self.hit_ratio, "total_cost": self.total_cost}
+        if self.params is not None:
+            out.update(kind=self.params.kind, model=self.params.model, params=self.params.to_json())
+        return out
+
+
+def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two token arrays."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
+# ---------------------------------------------------------------- simulators
+
+class Simulator:
+    """Holds one provider's cache state; ``process(turn)`` answers one request and updates it."""
+
+    kind: ClassVar[str] = ""
+    bills_writes: ClassVar[bool] = False       # writes billed apart from input (Anthropic)
+
+    def __init__(self, params: ProviderParams):
+        if params.kind != self.kind:
+            raise ProviderParamsError(f"a {type(self).__name__} needs {self.kind} params, got {params.kind}",
+                                      preset=params.name, hint=f"load a {self.kind} preset")
+        self.params = params
+        self.turn = 0
+        self.time_s: float | None = None
+
+    def process(self, turn: TurnPrompt) -> TurnResult:
+        idx = self.turn + 1
+        if not isinstance(turn, TurnPrompt):
+            raise SimulationError(f"expected a TurnPrompt, got {type(turn).__name__}", turn=idx,
+                                  hint="wrap the token ids: TurnPrompt(token_ids)")
+        if turn.time_s is None:
+            t = 0.0 if self.time_s is None else self.time_s + DEFAULT_GAP_S
+        else:
+            t = float(turn.time_s)
+            if self.time_s is not None and t < self.time_s:
+                raise SimulationError(f"goes back in time ({t:g} s after {self.time_s:g} s)", turn=idx,
+                                      field="time_s", hint="feed the requests in the order they were sent")
+        cached, written, detail = self._step(turn, idx, t)
+        self.turn, self.time_s = idx, t
+        n, p = len(turn.token_ids), self.params.prices
+        billed_writes = written if self.bills_writes else 0
+        uncached = n - cached - billed_writes
+        cost = (uncached * p.input + cached * p.cached_input + billed_writes * self._write_price()
+                + turn.output_tokens * p.output) / _MILLION
+        return TurnResult(idx, n, cached, written, cost, uncached, turn.output_tokens, t, detail)
+
+    def _write_price(self) -> float:
+        return self.params.prices.input
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        """(cached tokens, cache-write tokens, one-line detail); may raise before changing state."""
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class _Stored:
+    tokens: np.ndarray
+    last_used: float
+
+
+class OpenAISimulator(Simulator):
+    """Automatic caching of prompts >= min_prefix_tokens; hits in increment_tokens steps; idle TTL."""
+
+    kind = "openai"
+    params: OpenAIParams
+
+    def __init__(self, params: ProviderParams):
+        super().__init__(params)
+        self._stored: list[_Stored] = []
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        p, toks = self.params, turn.token_ids
+        n = len(toks)
+        alive = [s for s in self._stored if t - s.last_used <= p.ttl_s]
+        expired = len(self._stored) - len(alive)
+        shared = [common_prefix_len(s.tokens, toks) for s in alive]
+        best = max(range(len(alive)), key=shared.__getitem__, default=None)
+        longest = shared[best] if best is not None else 0
+        cacheable = n >= p.min_prefix_tokens
+        cached = 0
+        if cacheable and longest >= p.min_prefix_tokens:
+            cached = longest - (longest - p.min_prefix_tokens) % p.increment_tokens
+            alive[best].last_used = t                      # a hit keeps the entry warm
+        if cacheable:
+            # A stored prompt that is a prefix of this one is subsumed by it: drop it, store this one
+            # unless it is itself a prefix of something kept (then the hit above refreshed that).
+            kept = [s for s, m in zip(alive, shared) if m < len(s.tokens)]
+            if not any(m == n for s, m in zip(alive, shared) if m < len(s.tokens)):
+                kept.append(_Stored(toks, t))
+            alive = kept
+        self._stored = alive
+        detail = (f"prompt under {p.min_prefix_tokens} tokens: not cached" if not cacheable else
+                  f"longest shared prefix {longest} -> {cached} cached in {p.increment_tokens}-token steps")
+        if expired:
+            detail += f"; {expired} entr{'y' if expired == 1 else 'ies'} expired"
+        return cached, 0, detail
+
+
+@dataclass(slots=True)
+class _Entry:
+    source: int        # which stored prompt holds the prefix
+    expires: float
+    ttl: float
+
+
+class AnthropicSimulator(Simulator):
+    """Explicit breakpoints; reads at the longest live prefix within the lookback, writes the rest."""
+
+    kind = "anthropic"
+    bills_writes = True
+    params: AnthropicParams
+
+    def __init__(self, params: ProviderParams):
+        super().__init__(params)
+        self._entries: dict[int, list[_Entry]] = {}       # prefix length -> entries (one per content)
+        self._sources: dict[int, np.ndarray] = {}
+        self._next_source = 0
+
+    def _write_price(self) -> float:
+        return self.params.write_price
+
+    def _expire(self, t: float) -> None:
+        for length in list(self._entries):
+            live = [e for e in self._entries[length] if t <= e.expires]
+            if live:
+                self._entries[length] = live
+            else:
+                del self._entries[length]
+        used = {e.source for es in self._entries.values() for e in es}
+        self._sources = {k: v for k, v in self._sources.items() if k in used}
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        p, toks, bps = self.params, turn.token_ids, turn.breakpoints
+        if len(bps) > p.max_breakpoints:
+            raise SimulationError(f"has {len(bps)} cache_control breakpoints; at most {p.max_breakpoints} "
+                                  "are allowed", turn=idx, field="breakpoints",
+                                  hint="keep the last breakpoint and the ones before long stable parts; "
+                                       f"each looks back {p.lookback_blocks} blocks on its own")
+        self._expire(t)
+        if not bps:
+            return 0, 0, "no cache_control breakpoint: nothing read or written"
+        shared = {sid: common_prefix_len(src, toks) for sid, src in self._sources.items()}
+
+        def live(length: int) -> _Entry | None:
+            return next((e for e in self._entries.get(length, ()) if shared[e.source] >= length), None)
+
+        # Without block ends, an earlier breakpoint's prefix that this prompt shares is taken as a
+        # block boundary here too: the same content ended a block there.
+        bounds = sorted(set(turn.block_ends or (x for x in self._entries if x <= len(toks))) | set(bps))
+        read, hit, at = 0, None, 0
+        for b in bps:
+            i = bisect.bisect_left(bounds, b)                 # bounds[i] == b
+            for j in range(i, max(-1, i - p.lookback_blocks - 1), -1):
+                if bounds[j] <= read:
+                    break
+                e = live(bounds[j])
+                if e is not None:
+                    read, hit, at = bounds[j], e, b
+                    break
+        if hit is not None:
+            hit.expires = t + hit.ttl                         # a read refreshes the entry for free
+        written = [b for b in bps if b > read and b >= p.min_cacheable_tokens]
+        if written:
+            sid, self._next_source = self._next_source, self._next_source + 1
+            self._sources[sid] = toks
+            for b in written:
+                self._entries.setdefault(b, []).append(_Entry(sid, t + p.ttl_seconds, p.ttl_seconds))
+        creation = written[-1] - read if written else 0
+        parts = [f"read {read} (breakpoint at {at})" if read else "no live prefix to read"]
+        if written:
+            parts.append(f"wrote {creation} ({p.ttl}) at {', '.join(map(str, written))}")
+        skipped = [b for b in bps if b > read and b < p.min_cacheable_tokens]
+        if skipped:
+            parts.append(f"under {p.min_cacheable_tokens} tokens, not cached: {', '.join(map(str, skipped))}")
+        return read, creation, "; ".join(parts)
+
+
+class VLLMSimulator(Simulator):
+    """Automatic prefix caching over full blocks keyed by a hash chain; LRU eviction, tails first."""
+
+    kind = "vllm"
+    params: VLLMParams
+
+    def __init__(self, params: ProviderParams):
+        super().__init__(params)
+        self._blocks: OrderedDict[bytes, None] = OrderedDict()   # LRU first
+        self._hash = getattr(hashlib, self.params.hash_algo)
+        self._prev: np.ndarray = np.empty(0, np.uint32)
+        self._prev_hashes: list[bytes] = []
+
+    def block_hashes(self, toks: np.ndarray) -> list[bytes]:
+        """hash[i] = H(hash[i-1] + bytes of block i), over full blocks only."""
+        size = self.params.block_size
+        # Blocks inside the prefix shared with the previous prompt hash the same: reuse them, so a
+        # growing session hashes only its new tokens.
+        keep = min(common_prefix_len(self._prev, toks) // size, len(self._prev_hashes))
+        hashes = self._prev_hashes[:keep]
+        prev = hashes[-1] if hashes else b""
+        raw = memoryview(toks[keep * size:len(toks) // size * size].tobytes())
+        step, h = size * 4, self._hash
+        for off in range(0, len(raw), step):
+            prev = h(prev + raw[off:off + step]).digest()
+            hashes.append(prev)
+        self._prev, self._prev_hashes = toks, hashes
+        return hashes
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        p, toks = self.params, turn.token_ids
+        hashes, blocks = self.block_hashes(toks), self._blocks
+        limit = max(len(toks) - 1, 0) // p.block_size      # one token is always recomputed for logits
+        hit = 0
+        while hit < limit and hashes[hit] in blocks:
+            hit += 1
+        new = 0
+        # Touch the tail first, so that block 0 is the most recently used: eviction then takes the
+        # tails of old prompts before the heads every prompt shares.
+        for h in reversed(hashes):
+            if h in blocks:
+                blocks.move_to_end(h)
+            else:
+                blocks[h] = None
+                new += 1
+        evicted = 0
+        if p.capacity_blocks is not None:
+            while len(blocks) > p.capacity_blocks:
+                blocks.popitem(last=False)
+                evicted += 1
+        detail = f"{hit} of {len(hashes)} full blocks cached ({p.block_size} tokens each)"
+        if evicted:
+            detail += f"; {evicted} blocks evicted"
+        return hit * p.block_size, new * p.block_size, detail
+
+
+class _Node:
+    __slots__ = ("key", "children", "parent", "last_access", "serial")
+
+    def __init__(self, key: np.ndarray, parent: _Node | None, last_access: int, serial: int):
+        self.key, self.parent, self.last_access, self.serial = key, parent, last_access, serial
+        self.children: dict[bytes, _Node] = {}
+
+
+class SGLangSimulator(Simulator):
+    """RadixAttention: a radix tree over token ids (pages of page_size); LRU leaf eviction."""
+
+    kind = "sglang"
+    params: SGLangParams
+
+    def __init__(self, params: ProviderParams):
+        super().__init__(params)
+        self._root = _Node(np.empty(0, np.uint32), None, 0, 0)
+        self._serial = 0
+        self._tick = 0
+        self.stored_tokens = 0
+
+    def _page(self, toks: np.ndarray, pos: int) -> bytes:
+        return toks[pos:pos + self.params.page_size].tobytes()
+
+    def _match(self, toks: np.ndarray, limit: int) -> int:
+        node, pos, ps = self._root, 0, self.params.page_size
+        while pos + ps <= limit:
+            child = node.children.get(self._page(toks, pos))
+            if child is None:
+                break
+            m = common_prefix_len(child.key, toks[pos:limit])
+            m -= m % ps
+            child.last_access = self._tick
+            pos += m
+            if m < len(child.key):
+                break
+            node = child
+        return pos
+
+    def _insert(self, toks: np.ndarray, end: int) -> int:
+        node, pos, ps = self._root, 0, self.params.page_size
+        while pos < end:
+            page = self._page(toks, pos)
+            child = node.children.get(page)
+            if child is None:
+                self._serial += 1
+                node.children[page] = _Node(toks[pos:end].copy(), node, self._tick, self._serial)
+                self.stored_tokens += end - pos
+                return end - pos
+            m = common_prefix_len(child.key, toks[pos:end])
+            m -= m % ps
+            child.last_access = self._tick
+            if m < len(child.key):                            # split the edge where they part
+                self._serial += 1
+                mid = _Node(child.key[:m], node, self._tick, self._serial)
+                child.key, child.parent = child.key[m:], mid
+                mid.children[child.key[:ps].tobytes()] = child
+                node.children[page] = child = mid
+            pos += m
+            node = child
+        return 0
+
+    def _evict(self) -> int:
+        cap = self.params.capacity_tokens
+        if cap is None or self.stored_tokens <= cap:
+            return 0
+        heap, stack = [], [self._root]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if not node.children and node is not self._root:
+                heap.append((node.last_access, node.serial, node))
+        heapq.heapify(heap)
+        evicted = 0
+        while self.stored_tokens > cap and heap:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            assert parent is not None
+            del parent.children[leaf.key[:self.params.page_size].tobytes()]
+            self.stored_tokens -= len(leaf.key)
+            evicted += len(leaf.key)
+            if parent is not self._root and not parent.children:
+                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+        return evicted
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        toks, ps = turn.token_ids, self.params.page_size
+        n = len(toks)
+        self._tick += 1
+        cached = self._match(toks, max(n - 1, 0) // ps * ps)   # one token is always recomputed
+        new = self._insert(toks, n // ps * ps)
+        evicted = self._evict()
+        detail = f"longest stored prefix {cached}" + (f" (pages of {ps})" if ps > 1 else "")
+        if evicted:
+            detail += f"; {evicted} tokens evicted"
+        return cached, new, detail
+
+
+_SIMULATORS: dict[str, type[Simulator]] = {
+    "openai": OpenAISimulator, "anthropic": AnthropicSimulator, "vllm": VLLMSimulator,
+    "sglang": SGLangSimulator}
+
+
+def make_simulator(provider: str = "openai", params: ProviderParams | None = None) -> Simulator:
+    """A fresh simulator for a preset name, or for ``params`` (``provider`` must then agree)."""
+    if params is None:
+        params = ProviderParams.load(provider)
+    elif provider not in (params.kind, params.name):
+        raise ProviderParamsError(f"params are for {params.kind!r} (preset {params.name!r}) but "
+                                  f"provider={provider!r}", preset=params.name,
+                                  hint=f"pass provider={params.kind!r} or leave params out")
+    return _SIMULATORS[params.kind](params)
+
+
+def simulate(turns: Sequence[TurnPrompt], provider: str = "openai",
+             params: ProviderParams | None = None) -> Simulation:
+    """Feed a session's requests, in order, to one provider's simulated cache."""
+    sim = make_simulator(provider, params)
+    results = tuple(sim.process(t) for t in turns)
+    return Simulation(sim.params.name, results, sim.params)
+
+
+__all__ = [
+    "AnthropicParams", "AnthropicSimulator", "OpenAIParams", "OpenAISimulator", "PARAMS_FILE", "Prices",
+    "ProviderParams", "ProviderParamsError", "SGLangParams", "SGLangSimulator", "Simulation",
+    "SimulationError", "Simulator", "TurnPrompt", "TurnResult", "UnknownProviderError", "VLLMParams",
+    "VLLMSimulator", "common_prefix_len", "make_simulator", "simulate",
+]

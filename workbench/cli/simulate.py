@@ -1,0 +1,76 @@
+"""`workbench simulate`: what a provider's prefix cache would report, turn by turn, and the cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cache.providers import ProviderParams, TurnPrompt, simulate
+from ..result import AssemblyResult
+from ..sessions import load_session
+from .render import build_assembler, common_options
+
+PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("simulate", help="provider prefix-cache simulation: cached tokens per turn and cost")
+    s.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    s.add_argument("--provider", default="openai", help=f"{' | '.join(PROVIDERS)} or a preset in --params")
+    s.add_argument("--model", default=None, help="model whose prices and minimums apply (a preset's model list)")
+    s.add_argument("--params", metavar="FILE", default=None,
+                   help="your provider presets (JSON, same shape as workbench/cache/provider_params.json)")
+    s.add_argument("--breakpoints", choices=("explicit", "auto"), default="explicit",
+                   help="Anthropic cache_control: the session's own (explicit), or after the tools/system "
+                        "block and at the end of each request (auto)")
+    common_options(s, turn=False)
+    s.set_defaults(func=cmd_simulate)
+
+
+def breakpoints_of(result: AssemblyResult, mode: str) -> tuple[int, ...]:
+    """Token offsets where a cache_control prefix ends."""
+    segs = list(result.segments)
+    if mode == "auto":
+        # After the system/tools block, and after the last message (not the generation prompt, which
+        # the next request renders as the reply's opening): the next request's prefix ends there.
+        head = [s.end for s in segs if s.kind in ("bos", "system", "tools", "preamble")]
+        body = [s.end for s in segs if s.kind != "generation_prompt"]
+        ends = ([max(head)] if head else []) + ([max(body)] if body else [])
+        return tuple(sorted(set(e for e in ends if e > 0)))
+    marked = {m.sequence for m in result.conversation.messages if m.cache_control}
+    ends = {}
+    for s in segs:
+        if s.seq in marked:
+            ends[s.seq] = s.end  # the end of the message's last segment
+    return tuple(sorted(ends.values()))
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    session = load_session(args.session)
+    asm, prepare = build_assembler(session, args)
+    params = ProviderParams.load(args.provider, {"model": args.model} if args.model else None, path=args.params)
+    sess = asm.session()
+    results = [sess.assemble(prepare(t)) for t in session.turns]
+    turns = []
+    for k, r in enumerate(results):
+        out = 0
+        if k + 1 < len(results):  # the reply: the next request's first new message, if it is the assistant's
+            nxt, n = results[k + 1], len(r.conversation.messages)
+            if len(nxt.conversation.messages) > n and nxt.conversation.messages[n].role == "assistant":
+                seq = nxt.conversation.messages[n].sequence
+                out = sum(s.token_count for s in nxt.segments if s.seq == seq)
+        turns.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, args.breakpoints),
+                                              output_tokens=out))
+    sim = simulate(turns, args.provider, params)
+    if args.json:
+        json.dump(sim.to_json(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    o = sys.stdout
+    o.write(f"{session.title}: {len(turns)} turns · provider {sim.provider} ({params.model}) · "
+            f"hit ratio {sim.hit_ratio:.1%} · cost ${sim.total_cost:.4f} (example prices: check them)\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}\n")
+    for t in sim.turns:
+        o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}\n")
+    return 0
