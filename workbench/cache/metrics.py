@@ -1,0 +1,182 @@
+"""Cache metrics: thread-safe counters, bounded latency samples, a typed snapshot, Prometheus text.
+
+The recorder is cheap on the hot path (one lock, an increment); everything derived
+(hit rates, percentiles, the exposition text) is computed when a snapshot is taken.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+Tier = Literal["local", "redis"]
+FaultKind = Literal["connect", "timeout", "garbage", "version", "other"]
+TIERS: tuple[Tier, ...] = ("local", "redis")
+FAULT_KINDS: tuple[FaultKind, ...] = ("connect", "timeout", "garbage", "version", "other")
+
+# Percentiles come from the most recent samples: a live view wants "now", not the
+# average since start, and a ring of this size bounds memory and snapshot cost.
+LATENCY_WINDOW = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    count: int            # every call since start
+    sum_s: float          # every call since start
+    p50_s: float | None   # over the last LATENCY_WINDOW calls; None before the first
+    p95_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    hits: Mapping[Tier, int]
+    misses: Mapping[Tier, int]
+    builds: int
+    build_failures: int
+    singleflight_waits: int
+    negative_hits: int
+    faults: Mapping[FaultKind, int]
+    redis_skipped: int            # Redis lookups/writes skipped while the tier backs off
+    local_bytes: int
+    local_entries: int
+    local_capacity_bytes: int
+    evictions: int
+    get_latency: LatencySummary
+    put_latency: LatencySummary
+    redis_enabled: bool = False
+    hit_rate: Mapping[Tier, float] = field(default_factory=dict)
+
+    def prometheus_text(self) -> str:
+        return render_prometheus(self)
+
+
+def _rate(hits: int, misses: int) -> float:
+    return hits / (hits + misses) if hits + misses else 0.0
+
+
+def _summary(count: int, total_ns: int, window: deque[int]) -> LatencySummary:
+    if not window:
+        return LatencySummary(count, total_ns / 1e9, None, None)
+    s = sorted(window)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))] / 1e9  # noqa: E731  nearest rank
+    return LatencySummary(count, total_ns / 1e9, pick(0.50), pick(0.95))
+
+
+class CacheMetrics:
+    """The counters one TwoTierCache updates; `snapshot()` freezes them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hits = dict.fromkeys(TIERS, 0)
+        self._misses = dict.fromkeys(TIERS, 0)
+        self._faults = dict.fromkeys(FAULT_KINDS, 0)
+        self._counts = {"builds": 0, "build_failures": 0, "singleflight_waits": 0,
+                        "negative_hits": 0, "redis_skipped": 0}
+        self._lat = {op: [0, 0, deque(maxlen=LATENCY_WINDOW)] for op in ("get", "put")}
+
+    def hit(self, tier: Tier) -> None:
+        with self._lock:
+            self._hits[tier] += 1
+
+    def miss(self, tier: Tier) -> None:
+        with self._lock:
+            self._misses[tier] += 1
+
+    def fault(self, kind: FaultKind) -> None:
+        with self._lock:
+            self._faults[kind] += 1
+
+    def count(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+    def latency(self, op: str, ns: int) -> None:
+        with self._lock:
+            cell = self._lat[op]
+            cell[0] += 1
+            cell[1] += ns
+            cell[2].append(ns)
+
+    def snapshot(self, *, local_bytes: int, local_entries: int, local_capacity_bytes: int,
+                 evictions: int, redis_enabled: bool) -> MetricsSnapshot:
+        with self._lock:
+            hits, misses, faults = dict(self._hits), dict(self._misses), dict(self._faults)
+            counts = dict(self._counts)
+            lat = {op: _summary(c[0], c[1], deque(c[2])) for op, c in self._lat.items()}
+        return MetricsSnapshot(
+            hits=hits, misses=misses, faults=faults,
+            hit_rate={t: _rate(hits[t], misses[t]) for t in TIERS},
+            builds=counts["builds"], build_failures=counts["build_failures"],
+            singleflight_waits=counts["singleflight_waits"], negative_hits=counts["negative_hits"],
+            redis_skipped=counts["redis_skipped"],
+            local_bytes=local_bytes, local_entries=local_entries,
+            local_capacity_bytes=local_capacity_bytes, evictions=evictions,
+            get_latency=lat["get"], put_latency=lat["put"], redis_enabled=redis_enabled,
+        )
+
+
+# --- Prometheus exposition format (text 0.0.4) --------------------------------------------
+
+_P = "workbench_cache_"
+
+
+def _num(v: float | int | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "NaN"
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+def _family(out: list[str], name: str, kind: str, help_: str,
+            samples: list[tuple[str, dict[str, str], float | int | None]]) -> None:
+    out.append(f"# HELP {_P}{name} {help_}")
+    out.append(f"# TYPE {_P}{name} {kind}")
+    for suffix, labels, value in samples:
+        lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        out.append(f"{_P}{name}{suffix}{{{lab}}} {_num(value)}" if lab else f"{_P}{name}{suffix} {_num(value)}")
+
+
+def _latency(out: list[str], name: str, help_: str, s: LatencySummary) -> None:
+    _family(out, name, "summary", help_, [
+        ("", {"quantile": "0.5"}, s.p50_s),
+        ("", {"quantile": "0.95"}, s.p95_s),
+        ("_sum", {}, s.sum_s),
+        ("_count", {}, s.count),
+    ])
+
+
+def render_prometheus(m: MetricsSnapshot) -> str:
+    out: list[str] = []
+    by_tier = lambda d: [("", {"tier": t}, d[t]) for t in TIERS]  # noqa: E731
+    _family(out, "hits_total", "counter", "Lookups answered by the tier.", by_tier(m.hits))
+    _family(out, "misses_total", "counter", "Lookups the tier could not answer.", by_tier(m.misses))
+    _family(out, "hit_ratio", "gauge", "hits / (hits + misses) per tier, 0 before any lookup.",
+            by_tier(m.hit_rate))
+    _family(out, "builds_total", "counter", "Entries built on a miss.", [("", {}, m.builds)])
+    _family(out, "build_failures_total", "counter", "Builds that raised (then cached as negative entries).",
+            [("", {}, m.build_failures)])
+    _family(out, "singleflight_waits_total", "counter",
+            "Callers that waited for another caller's build of the same key.",
+            [("", {}, m.singleflight_waits)])
+    _family(out, "negative_hits_total", "counter",
+            "Requests answered by a cached build error instead of a new build.",
+            [("", {}, m.negative_hits)])
+    _family(out, "faults_total", "counter", "Redis tier faults by kind; none reaches the caller.",
+            [("", {"kind": k}, m.faults[k]) for k in FAULT_KINDS])
+    _family(out, "redis_skipped_total", "counter", "Redis calls skipped while the tier backs off.",
+            [("", {}, m.redis_skipped)])
+    _family(out, "redis_enabled", "gauge", "1 when a Redis tier is configured.",
+            [("", {}, int(m.redis_enabled))])
+    _family(out, "local_bytes", "gauge", "Bytes held by the local tier.", [("", {}, m.local_bytes)])
+    _family(out, "local_capacity_bytes", "gauge", "Byte cap of the local tier.",
+            [("", {}, m.local_capacity_bytes)])
+    _family(out, "local_entries", "gauge", "Entries held by the local tier.", [("", {}, m.local_entries)])
+    _family(out, "evictions_total", "counter", "Local entries evicted to stay under the byte cap.",
+            [("", {}, m.evictions)])
+    _latency(out, "get_seconds", "Latency of get (both tiers).", m.get_latency)
+    _latency(out, "put_seconds", "Latency of put (write-through).", m.put_latency)
+    return "\n".join(out) + "\n"
