@@ -23,6 +23,7 @@ from .diagnostics import Diagnostic, info, warning
 from .errors import WorkbenchError
 from .injection import POLICIES, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
+from .metrics import AssemblyMetrics
 from .result import AssemblyResult, Dropped, DroppedList
 from .rewrites import inspect_render
 from .incremental import extend, first_change
@@ -77,6 +78,7 @@ class Assembler:
         self._special_str = {v: k for k, v in self.tokenizer.specials.items()}
         # Tokens per estimated token for this tokenizer, learned from exact counts as truncation runs.
         self._ratio = 1.0
+        self.metrics = AssemblyMetrics()
         if self.config.context_window is not None or self.config.reserve is not None:
             # Refuse an impossible window at configuration time, not at the first request.
             self.window(Conversation(messages=()))
@@ -233,7 +235,7 @@ class Assembler:
             diags.append(warning("over_budget", f"prompt uses {bud.used} tokens, {bud.used - bud.input_budget}"
                                  f" over the input budget of {bud.input_budget}"))
         timings["total"] = (clock() - t0) * 1e3
-        return AssemblyResult(
+        result = AssemblyResult(
             template={"name": t.name, "version": t.version},
             tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
             text_source=built.text, token_ids=built.ids,
@@ -241,6 +243,8 @@ class Assembler:
             budget=bud, dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
             conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
             prefix_chain=tuple(chain), render_diagnostics=tuple(built.diags))
+        self.metrics.record(result)
+        return result
 
     # ------------------------------------------------------------------ exact assembly of one conversation
     def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":

@@ -21,6 +21,7 @@ incremental ids to a cold assembly for every shipped template.
 
 from __future__ import annotations
 
+import time
 from operator import attrgetter
 from typing import TYPE_CHECKING, Sequence
 
@@ -94,7 +95,9 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     if not _is_special_start(asm, seg_r.text, 0):
         return None
     probe = conv.with_messages(msgs[:first_ns] + msgs[a2:])
+    t0 = time.perf_counter()
     rendered, gen_start, _ = asm._render(probe, add_generation_prompt)
+    render_ms = (time.perf_counter() - t0) * 1e3
     text = rendered.text
     spans = layout(text, probe.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
                    bos_token=asm._kwargs().get("bos_token") or None)
@@ -113,13 +116,15 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     tail = text[cut_r:]
     tail_spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in spans
                   if sp.start >= cut_r]
-    return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans)
+    return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans, render_ms)
 
 
 def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
               add_generation_prompt: bool) -> "_Built | None":
     """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
+    t0 = time.perf_counter()
     rendered, gen_start, _ = asm._render(conv, add_generation_prompt)
+    render_ms = (time.perf_counter() - t0) * 1e3
     text = rendered.text
     spans = layout(text, conv.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
                    bos_token=asm._kwargs().get("bos_token") or None)
@@ -137,18 +142,21 @@ def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
                           for sp in spans[k:]]
             seqs = {sp.seq for sp in spans[k:] if sp.seq is not None}
             tail_msgs = [m for m in conv.messages if m.sequence in seqs]
-            return _join(asm, prev, conv, orig, i, tail_msgs, text[s.char_start:], tail_spans)
+            return _join(asm, prev, conv, orig, i, tail_msgs, text[s.char_start:], tail_spans, render_ms)
     return None
 
 
 def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: list[Segment], i_cut: int,
-          tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span]) -> "_Built | None":
+          tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span], render_ms: float = 0.0
+          ) -> "_Built | None":
     """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
     from .assembler import _Built
     cut = orig[i_cut]
     tail_conv = conv.with_messages(tuple(tail_msgs))
     escaped, diags = asm._diagnose(tail_conv, tail, tail_spans)
+    t0 = time.perf_counter()
     fresh, tail_ids, moved = tokenize_spans(tail, tail_spans, asm.tokenizer, escaped)
+    tokenize_ms = (time.perf_counter() - t0) * 1e3
     if escaped:
         return None  # user text with special-token strings: the cold path handles the spans
     diags += moved_diagnostics(moved)
@@ -176,7 +184,7 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
         kept += [d for d in inspect_render(tail, again, tail_spans, asm.template.source)
                  if d.seq is not None]
     text = LazyText(prev.text_source, c0, tail) if len(tail) * 8 < c0 else prev.text[:c0] + tail
-    built = _Built(conv, text, segments, ids, kept + diags, (), 0.0, 0.0)
+    built = _Built(conv, text, segments, ids, kept + diags, (), render_ms, tokenize_ms)
     built.inspected = True
     built.reused = i_cut
     return built

@@ -57,7 +57,7 @@ def _rate(hits: int, misses: int) -> float:
     return hits / (hits + misses) if hits + misses else 0.0
 
 
-def _summary(count: int, total_ns: int, window: deque[int]) -> LatencySummary:
+def latency_summary(count: int, total_ns: int, window: deque[int]) -> LatencySummary:
     if not window:
         return LatencySummary(count, total_ns / 1e9, None, None)
     s = sorted(window)
@@ -105,7 +105,7 @@ class CacheMetrics:
         with self._lock:
             hits, misses, faults = dict(self._hits), dict(self._misses), dict(self._faults)
             counts = dict(self._counts)
-            lat = {op: _summary(c[0], c[1], deque(c[2])) for op, c in self._lat.items()}
+            lat = {op: latency_summary(c[0], c[1], deque(c[2])) for op, c in self._lat.items()}
         return MetricsSnapshot(
             hits=hits, misses=misses, faults=faults,
             hit_rate={t: _rate(hits[t], misses[t]) for t in TIERS},
@@ -132,21 +132,22 @@ def _num(v: float | int | None) -> str:
 
 
 def _family(out: list[str], name: str, kind: str, help_: str,
-            samples: list[tuple[str, dict[str, str], float | int | None]]) -> None:
-    out.append(f"# HELP {_P}{name} {help_}")
-    out.append(f"# TYPE {_P}{name} {kind}")
+            samples: list[tuple[str, dict[str, str], float | int | None]], prefix: str = _P) -> None:
+    out.append(f"# HELP {prefix}{name} {help_}")
+    out.append(f"# TYPE {prefix}{name} {kind}")
     for suffix, labels, value in samples:
         lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-        out.append(f"{_P}{name}{suffix}{{{lab}}} {_num(value)}" if lab else f"{_P}{name}{suffix} {_num(value)}")
+        out.append(f"{prefix}{name}{suffix}{{{lab}}} {_num(value)}" if lab else
+                   f"{prefix}{name}{suffix} {_num(value)}")
 
 
-def _latency(out: list[str], name: str, help_: str, s: LatencySummary) -> None:
+def _latency(out: list[str], name: str, help_: str, s: LatencySummary, prefix: str = _P) -> None:
     _family(out, name, "summary", help_, [
         ("", {"quantile": "0.5"}, s.p50_s),
         ("", {"quantile": "0.95"}, s.p95_s),
         ("_sum", {}, s.sum_s),
         ("_count", {}, s.count),
-    ])
+    ], prefix)
 
 
 def render_prometheus(m: MetricsSnapshot) -> str:
