@@ -62,7 +62,7 @@ def main() -> int:
 
     session = load_session(args.session)
     request = session.turn(None)
-    asm = Assembler(template=args.template, tokenizer="qwen3")
+    asm = Assembler(template=args.template, tokenizer="qwen3", cache=None)  # cold: no prompt cache
     conv, _ = asm.normalize(request)
     messages = conv.to_template_messages()
 

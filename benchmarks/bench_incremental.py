@@ -36,7 +36,7 @@ from workbench import Assembler, load_session  # noqa: E402
 
 
 def updates(messages: list[dict], tools, runs: int, gc_on: bool) -> tuple[float, object, dict]:  # type: ignore[no-untyped-def]
-    asm = Assembler(template="qwen2.5", context_window=1_000_000, reserve=1000)
+    asm = Assembler(template="qwen2.5", context_window=1_000_000, reserve=1000, cache=None)
     session = asm.session()
     session.assemble({"messages": messages, "tools": tools})
     times = []
@@ -76,7 +76,7 @@ def main() -> int:
         t100, _, _ = updates(small, tools, args.runs, gc_on)
         rows[gc_on] = (t1000, t100)
 
-    asm = Assembler(template="qwen2.5", context_window=1_000_000, reserve=1000)
+    asm = Assembler(template="qwen2.5", context_window=1_000_000, reserve=1000, cache=None)
     cold = statistics.median(_timed(lambda: asm.assemble(req)) for _ in range(5))
     tok = hf_qwen_tokenizer()
     hf_msgs = asm.normalize(req)[0].to_template_messages()

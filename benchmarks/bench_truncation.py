@@ -47,9 +47,9 @@ def main() -> int:
 
     request = load_session(args.session).turn(None)
     reserve = 1024
-    trunc = Assembler(template=args.template, context_window=args.budget + reserve, reserve=reserve)
+    trunc = Assembler(template=args.template, context_window=args.budget + reserve, reserve=reserve, cache=None)
     cold = Assembler(template=trunc.template, tokenizer=trunc.tokenizer, context_window=args.budget + reserve,
-                     reserve=reserve, truncation=TruncationPolicy(enabled=False))
+                     reserve=reserve, truncation=TruncationPolicy(enabled=False), cache=None)
     r = trunc.assemble(request)              # warm-up; also learns the tokenizer's estimate ratio
     kept_request = r.conversation.to_openai()
     c = cold.assemble(kept_request)

@@ -19,7 +19,7 @@ def test_metrics_match_the_results() -> None:
     session = asm.session()
     results = [session.assemble(t) for t in load_session(SESSIONS / "tool_agent.json").turns]
     snap = asm.metrics.snapshot()
-    assert snap.assemblies == {"cold": 1, "incremental": len(results) - 1}
+    assert snap.assemblies == {"cold": 1, "incremental": len(results) - 1, "cached": 0}
     assert snap.segments["local"] == sum(r.reused_segments for r in results)
     assert snap.segments["local"] + snap.segments["fresh"] == sum(len(r.segments) for r in results)
     assert snap.tokens["local"] + snap.tokens["fresh"] == sum(r.total_tokens for r in results)
@@ -45,4 +45,4 @@ def test_cli_prometheus_text_and_json(capsys) -> None:  # type: ignore[no-untype
     assert 'workbench_assembly_total{mode="incremental"} 8' in lines
     assert main(["metrics", str(SESSIONS / "tool_agent.json"), "--cold", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["assemblies"] == {"cold": 9, "incremental": 0} and d["segments"]["local"] == 0
+    assert d["assemblies"] == {"cold": 9, "incremental": 0, "cached": 0} and d["segments"]["local"] == 0

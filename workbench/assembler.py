@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .budget import Window, measure, measure_next, resolve_window
-from .cache.keys import cache_key, extend_chain, prefix_chain
+from .cache.keys import CacheKey, cache_key, extend_chain, prefix_chain
+from .cache.prompts import from_entry, prompt_key, to_entry
+from .cache.store import CacheEntry, TwoTierCache
 from .cleaning import CleaningPolicy, clean
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, info, warning
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
     from .session import Session
 
 _TEMPLATE_FLAG = attrgetter("template")
+AUTO_CACHE_BYTES = 64 * 1024 * 1024
+# How many shorter prefixes of a request to look up as earlier prompts of the same conversation
+# (a new turn adds a reply and a user message, or a few tool rounds).
+PREFIX_PROBES = 8
 # A template with no natural tokenizer (gemma3, or a custom file) uses this one unless told.
 FALLBACK_TOKENIZER = "o200k_base"
 
@@ -55,6 +61,9 @@ class AssemblerConfig:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     truncation: TruncationPolicy = field(default_factory=TruncationPolicy)
     variables: VariableConfig = field(default_factory=VariableConfig)
+    # Assembled prompts shared across sessions and processes: a TwoTierCache, None for none, or
+    # "auto": an in-process tier, plus Redis when WORKBENCH_REDIS_URL is set (SPEC 7.5).
+    cache: Any = "auto"
 
 
 class Assembler:
@@ -79,6 +88,12 @@ class Assembler:
         # Tokens per estimated token for this tokenizer, learned from exact counts as truncation runs.
         self._ratio = 1.0
         self.metrics = AssemblyMetrics()
+        cache = self.config.cache
+        if cache == "auto":
+            cache = TwoTierCache.from_env(local_bytes=AUTO_CACHE_BYTES)
+        elif cache is not None and not isinstance(cache, TwoTierCache):
+            raise WorkbenchError(f"cache must be a TwoTierCache, None or 'auto', got {type(cache).__name__}")
+        self.cache: TwoTierCache | None = cache
         if self.config.context_window is not None or self.config.reserve is not None:
             # Refuse an impossible window at configuration time, not at the first request.
             self.window(Conversation(messages=()))
@@ -148,9 +163,16 @@ class Assembler:
             if inc is not None and policy.enabled and inc.used > budget:
                 inc = None  # over budget: truncation starts from a cold assembly
             timings["incremental"] = (clock() - t1) * 1e3
-        if inc is not None:
-            built = inc
-            counts = {"exact_assemblies": 0, "splices": 0}
+        cached = None
+        if inc is None and self.cache is not None and not bindings:
+            cached = self._from_cache(conv, add_generation_prompt, budget if policy.enabled else None)
+            if cached is not None and policy.enabled and cached.used > budget:
+                cached = None  # over budget after all: the truncation path below
+            previous = None  # a prompt from the cache is not this session's previous result
+        if inc is not None or cached is not None:
+            built = inc if inc is not None else cached
+            counts = {"exact_assemblies": 0 if built.reused else 1, "splices": 0}
+            estimated = built.estimated
         elif policy.enabled:
             p = plan(msgs, policy)
             ratio = self._ratio
@@ -200,6 +222,7 @@ class Assembler:
             counts = {"exact_assemblies": search.builds, "splices": search.splices}
         else:
             built = self._build(conv, add_generation_prompt)
+        built.gen = add_generation_prompt
         return self._result(conv, built, diags, bindings, timings, win, dropped, estimated, counts, made, t0, t1,
                             previous if inc is not None else None)
 
@@ -244,7 +267,90 @@ class Assembler:
             conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
             prefix_chain=tuple(chain), render_diagnostics=tuple(built.diags))
         self.metrics.record(result)
+        if self.cache is not None and not bindings and not dropped and built.stored is False and \
+                (not built.reused or self.cache.redis_enabled):
+            # Share the prompt: a later request of this conversation, in any process, extends it.
+            # (Incremental results go to Redis only: in-process, the session holds them already.)
+            entry = to_entry(result.text, result.token_ids, originals(result.segments), result.render_diagnostics,
+                             len(conv.messages))
+            if entry is not None:
+                self.cache.put(self._prompt_key(conv, chain, built.gen), entry)
         return result
+
+    # ------------------------------------------------------------------ the shared prompt cache
+    def _prompt_key(self, conv: Conversation, chain: Sequence[str], add_generation_prompt: bool) -> CacheKey:
+        t = self.template
+        return prompt_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
+                          policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages,
+                          chain=chain, add_generation_prompt=bool(add_generation_prompt),
+                          template_kwargs=self._kwargs())
+
+    def _from_cache(self, conv: Conversation, add_generation_prompt: bool, budget: int | None) -> "_Built | None":
+        """This exact prompt from the cache; else an earlier prompt of the conversation, extended; else a
+        cold assembly through the cache's single flight (N concurrent callers, one render)."""
+        assert self.cache is not None
+        msgs = conv.messages
+        est = None
+        if budget is not None:
+            # Newest first, stopping once clearly over: a prompt headed for truncation skips the cache
+            # (and the hashing of its whole history) at the cost of a few messages' lengths.
+            acc = sum(estimate_text(x) for x in conv.tools) * self._ratio
+            for m in reversed(msgs):
+                acc += estimate_message(m) * self._ratio
+                if acc > budget * 0.9:
+                    return None
+            est = int(acc)
+        chain = prefix_chain(msgs)
+        key = self._prompt_key(conv, chain, add_generation_prompt)
+        entry, src = self.cache.get(key)
+        if entry is not None:
+            built = self._built_from_entry(conv, entry, src, add_generation_prompt)
+            if built is not None and (budget is None or built.used <= budget):
+                return built
+        for j in range(len(msgs) - 1, max(len(msgs) - 1 - PREFIX_PROBES, 0), -1):
+            head = conv.with_messages(msgs[:j])
+            e, src = self.cache.get(self._prompt_key(head, chain[:j], True))
+            if e is None:
+                continue
+            prev = self._built_from_entry(head, e, src, True)
+            if prev is None:
+                break
+            inc = extend(self, _Previous.of(prev, src), conv, add_generation_prompt)
+            if inc is not None and (budget is None or inc.used <= budget):
+                inc.gen = add_generation_prompt
+                return inc
+            break
+        made: list[_Built] = []
+
+        def build() -> CacheEntry:
+            b = self._build(conv, add_generation_prompt)
+            b.gen = add_generation_prompt
+            made.append(b)
+            e = to_entry(b.text, b.ids, b.segments, b.diags, len(msgs))
+            if e is None or b.escaped:
+                raise _Uncacheable()
+            return e
+
+        try:
+            entry, src = self.cache.get_or_build(key, build)
+        except _Uncacheable:
+            return made[0] if made else None
+        if made:
+            made[0].stored, made[0].estimated = True, est
+            return made[0]
+        return self._built_from_entry(conv, entry, src, add_generation_prompt)
+
+    def _built_from_entry(self, conv: Conversation, entry: CacheEntry, src: str,
+                          add_generation_prompt: bool) -> "_Built | None":
+        try:
+            text, ids, segs, diags, n = from_entry(entry, "fresh")
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None  # a malformed entry is a miss
+        if n != len(conv.messages):
+            return None
+        built = _Built(conv, text, SegmentList(segs, len(segs), src), ids, list(diags), (), 0.0, 0.0)
+        built.inspected, built.reused, built.stored, built.gen = True, len(segs), True, add_generation_prompt
+        return built
 
     # ------------------------------------------------------------------ exact assembly of one conversation
     def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":
@@ -414,7 +520,7 @@ class _Built:
     """One exact assembly of a conversation (before budget and cache key)."""
 
     __slots__ = ("conv", "text", "segments", "ids", "diags", "escaped", "render_ms", "tokenize_ms", "spliced",
-                 "cut_seq", "spans", "inspected", "reused", "_counts")
+                 "cut_seq", "spans", "inspected", "reused", "stored", "gen", "estimated", "_counts")
 
     def __init__(self, conv: Conversation, text: str, segments: list[Segment], ids: np.ndarray,
                  diags: list[Diagnostic], escaped: tuple, render_ms: float, tokenize_ms: float):
@@ -423,6 +529,9 @@ class _Built:
         self.spliced = False
         self.inspected = False        # rewrite diagnostics added
         self.reused = 0               # leading segments taken from the previous result
+        self.stored = False           # already in the shared cache
+        self.gen = True               # rendered with the generation prompt
+        self.estimated: int | None = None  # the fast estimate, when one was made
         self.spans: list[Span] = []
         self.cut_seq: int | None = None
         self._counts: dict[int, int] | None = None
@@ -474,3 +583,31 @@ def _tail_text(tokenizer: Tokenizer, ids: np.ndarray, n: int) -> str:
         except UnicodeDecodeError:
             start += 1
     return ""
+
+
+class _Uncacheable(Exception):
+    """A build whose prompt the entry format cannot hold (escaped user text): assembled, not cached."""
+
+
+@dataclass
+class _Previous:
+    """An earlier prompt of the conversation, from the cache, in the shape extend() reads."""
+
+    conversation: Conversation
+    text_source: str
+    token_ids: np.ndarray
+    segments: list[Segment]
+    render_diagnostics: tuple[Diagnostic, ...]
+    reuse_source: str
+    dropped: tuple = ()
+    escaped: tuple = ()
+    variables: tuple = ()
+    prefix_chain: tuple = ()
+
+    @property
+    def text(self) -> str:
+        return self.text_source
+
+    @classmethod
+    def of(cls, b: "_Built", src: str) -> "_Previous":
+        return cls(b.conv, b.text, b.ids, originals(b.segments), tuple(b.diags), src)

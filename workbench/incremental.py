@@ -165,7 +165,7 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
     ids.flags.writeable = False
     shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + t0, s.end + t0, s.char_start + c0,
                        s.char_end + c0) for s in fresh]
-    segments = SegmentList(orig[:i_cut] + shifted, i_cut)
+    segments = SegmentList(orig[:i_cut] + shifted, i_cut, getattr(prev, "reuse_source", "local"))
     # Render diagnostics of the reused messages stay and the tail's are new, except where the
     # template placed a reused message's text in the tail (Mistral: the system prompt sits in the
     # last user message): those are looked for in the new tail.

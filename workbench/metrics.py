@@ -23,7 +23,7 @@ TOP_KEYS = 10
 
 @dataclass(frozen=True, slots=True)
 class AssemblySnapshot:
-    assemblies: Mapping[str, int]        # mode -> count: "cold", "incremental"
+    assemblies: Mapping[str, int]        # mode -> count: "cold", "incremental", "cached" (a whole prompt reused)
     segments: Mapping[str, int]          # source -> count: "local" (reused), "fresh"
     tokens: Mapping[str, int]            # source -> tokens
     render_s: float
@@ -54,7 +54,7 @@ class AssemblySnapshot:
         def fam(name: str, kind: str, help_: str, samples: list) -> None:  # type: ignore[type-arg]
             _family(out, name, kind, help_, samples, _P)
 
-        fam("total", "counter", "Assemblies, cold or incremental (reusing the previous result).",
+        fam("total", "counter", "Assemblies: cold, incremental (an earlier prompt extended) or cached (reused whole).",
             [("", {"mode": m}, n) for m, n in self.assemblies.items()])
         fam("segments_total", "counter", "Segments by where they came from.",
             [("", {"source": s}, n) for s, n in self.segments.items()])
@@ -78,7 +78,7 @@ class AssemblyMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._modes: Counter[str] = Counter({"cold": 0, "incremental": 0})
+        self._modes: Counter[str] = Counter({"cold": 0, "incremental": 0, "cached": 0})
         self._segments: Counter[str] = Counter({"local": 0, "fresh": 0})
         self._tokens: Counter[str] = Counter({"local": 0, "fresh": 0})
         self._keys: Counter[str] = Counter()
@@ -93,7 +93,7 @@ class AssemblyMetrics:
         t = r.timings_ms
         ns = int(t.get("total", 0.0) * 1e6)
         with self._lock:
-            self._modes["incremental" if reused else "cold"] += 1
+            self._modes["cached" if reused and reused == n else "incremental" if reused else "cold"] += 1
             self._segments["local"] += reused
             self._segments["fresh"] += n - reused
             self._tokens["local"] += reused_tokens

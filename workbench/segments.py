@@ -55,17 +55,18 @@ class Segment:
 
 
 class SegmentList(Sequence):
-    """The segments of an incrementally assembled prompt: the first `reused` came from the previous
-    result (reported with source "local"), the rest were rendered now.
+    """The segments of an incrementally assembled prompt: the first `reused` came from an earlier
+    prompt (reported with `source`: "local", or "redis" when it came through Redis), the rest were
+    rendered now.
 
     Keeps the original segment objects in a flat list, so each turn copies pointers, not
     segments; the "local" copies are made only when someone looks at them.
     """
 
-    __slots__ = ("orig", "reused", "_local")
+    __slots__ = ("orig", "reused", "source", "_local")
 
-    def __init__(self, orig: list[Segment], reused: int):
-        self.orig, self.reused = orig, reused
+    def __init__(self, orig: list[Segment], reused: int, source: str = "local"):
+        self.orig, self.reused, self.source = orig, reused, source  # source: "local" or "redis"
         self._local: dict[int, Segment] = {}
 
     def __len__(self) -> int:
@@ -78,7 +79,7 @@ class SegmentList(Sequence):
         if seg is None:
             o = self.orig[i]
             seg = self._local[i] = Segment(o.kind, o.role, o.seq, o.text, o.token_ids, o.start, o.end, o.char_start,
-                                           o.char_end, "local")
+                                           o.char_end, self.source)
         return seg
 
     def __getitem__(self, i):  # type: ignore[no-untyped-def]

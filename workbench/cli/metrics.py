@@ -20,7 +20,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     session = load_session(args.session)
-    asm, prepare = build_assembler(session, args)
+    asm, prepare = build_assembler(session, args, cache=None if args.cold else "auto")
     s = asm.session()
     for turn in session.turns:
         (asm.assemble if args.cold else s.assemble)(prepare(turn))

@@ -80,7 +80,7 @@ def load_vars(path: str) -> tuple[VariableConfig, dict]:
     return VariableConfig.from_json(data, where=p.name)
 
 
-def build_assembler(session: SessionFile, args: argparse.Namespace
+def build_assembler(session: SessionFile, args: argparse.Namespace, cache: object = "auto"
                     ) -> tuple[Assembler, Callable[[dict], dict]]:
     """The Assembler the options describe, and how to prepare one of the session's requests for it."""
     _positive(args.context_window, "--context-window")
@@ -96,7 +96,7 @@ def build_assembler(session: SessionFile, args: argparse.Namespace
     asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
                     context_window=cw, reserve=args.reserve, injection=args.injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
-                                                cut=args.cut), **options)
+                                                cut=args.cut), cache=cache, **options)
 
     def prepare(request: dict) -> dict:
         if not request_vars:

@@ -1,0 +1,150 @@
+"""The shared prompt cache inside assembly (issue 4): reuse across sessions and processes through a
+real Redis, sources reported per segment, exactness against cold, one render for N concurrent
+callers, and faults that never break assembly."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from redis_server import RedisServer, redis_server  # noqa: F401  (fixture)
+
+from workbench import Assembler
+from workbench.cache import TwoTierCache
+from workbench.sessions import load_session
+
+SESSIONS = Path(__file__).resolve().parent.parent / "sample_sessions"
+TURNS = load_session(SESSIONS / "tool_agent.json").turns
+COLD = Assembler(template="qwen2.5", cache=None)
+
+
+def same_as_cold(r, request) -> None:  # type: ignore[no-untyped-def]
+    c = COLD.assemble(request)
+    assert r.text == c.text and np.array_equal(r.token_ids, c.token_ids)
+    assert [(s.kind, s.seq, s.start, s.end) for s in r.segments] == [(s.kind, s.seq, s.start, s.end)
+                                                                     for s in c.segments]
+
+
+def cache_for(server: RedisServer, **kw) -> TwoTierCache:  # type: ignore[no-untyped-def]
+    return TwoTierCache(redis_url=server.url, socket_timeout_s=0.2, **kw)
+
+
+def test_another_process_extends_a_prompt_through_redis(redis_server: RedisServer) -> None:  # noqa: F811
+    # "process" A assembles turn 5; "process" B (its own local tier) gets turn 6 and turn 6 again
+    a = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t1"))
+    b = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t1"))
+    a.assemble(TURNS[4])
+    r = b.assemble(TURNS[5])
+    same_as_cold(r, TURNS[5])
+    sources = [s.source for s in r.segments]
+    assert "redis" in sources and "fresh" in sources and "local" not in sources
+    assert r.reused_segments == sources.count("redis") > 0
+    again = b.assemble(TURNS[5])  # now whole, from B's local tier
+    same_as_cold(again, TURNS[5])
+    assert {s.source for s in again.segments} == {"local"}
+    c = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t1"))
+    whole = c.assemble(TURNS[5])  # whole, from Redis
+    assert {s.source for s in whole.segments} == {"redis"}
+    same_as_cold(whole, TURNS[5])
+    assert c.cache.metrics().hits["redis"] >= 1
+
+
+def test_local_only_cache_is_the_default_and_exact() -> None:
+    asm = Assembler(template="qwen2.5")
+    assert asm.cache is not None and not asm.cache.redis_enabled
+    first = asm.assemble(TURNS[3])
+    second = asm.assemble(TURNS[3])
+    assert {s.source for s in first.segments} == {"fresh"} and {s.source for s in second.segments} == {"local"}
+    same_as_cold(second, TURNS[3])
+    nxt = asm.assemble(TURNS[4])  # a new request of the same conversation extends the cached prompt
+    assert nxt.reused_segments > 0
+    same_as_cold(nxt, TURNS[4])
+
+
+def test_200_concurrent_assemblies_render_once() -> None:
+    asm = Assembler(template="qwen2.5", cache=TwoTierCache())
+    renders = 0
+    lock = threading.Lock()
+    original = asm._build
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        nonlocal renders
+        with lock:
+            renders += 1
+        return original(*a, **k)
+
+    asm._build = counting  # type: ignore[method-assign]
+    barrier = threading.Barrier(200)
+    out = []
+
+    def run() -> None:
+        barrier.wait()
+        out.append(asm.assemble(TURNS[-1]))
+
+    threads = [threading.Thread(target=run) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert renders == 1 and len(out) == 200
+    assert all(np.array_equal(r.token_ids, out[0].token_ids) for r in out)
+    same_as_cold(out[0], TURNS[-1])
+
+    async def many() -> list:  # type: ignore[type-arg]
+        return await asyncio.gather(*(asm.assemble_async(TURNS[-2]) for _ in range(50)))
+
+    renders = 0
+    results = asyncio.run(many())
+    assert renders == 1 and len(results) == 50
+
+
+def test_redis_faults_never_break_assembly(redis_server: RedisServer) -> None:  # noqa: F811
+    asm = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t2"))
+    same_as_cold(asm.assemble(TURNS[2]), TURNS[2])
+    redis_server.kill()  # killed mid-run: the local tier and fresh renders carry on
+    for t in TURNS[3:6]:
+        same_as_cold(asm.assemble(t), t)
+    m = asm.cache.metrics()
+    assert m.faults["connect"] + m.faults["timeout"] >= 1
+    redis_server.restart()
+    fresh = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t2"))
+    same_as_cold(fresh.assemble(TURNS[6]), TURNS[6])  # an empty server after the restart: cold, exact
+
+
+def test_garbage_and_foreign_entries_are_misses(redis_server: RedisServer) -> None:  # noqa: F811
+    writer = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t3"))
+    writer.assemble(TURNS[1])
+    client = redis_server.client()
+    keys = client.keys("workbench:*:t3:*")
+    assert keys
+    for k in keys:
+        client.set(k, b"not a workbench entry")
+    reader = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t3"))
+    r = reader.assemble(TURNS[1])
+    same_as_cold(r, TURNS[1])
+    assert {s.source for s in r.segments} == {"fresh"}
+    assert reader.cache.metrics().faults["garbage"] >= 1
+
+
+def test_prompts_with_variables_or_truncation_are_not_cached() -> None:
+    asm = Assembler(template="qwen2.5", context_window=8192, reserve=1024)
+    req = load_session(SESSIONS / "overflow.json").turn(None)
+    a, b = asm.assemble(req), asm.assemble(req)
+    assert a.dropped and {s.source for s in b.segments} == {"fresh"}
+    assert np.array_equal(a.token_ids, b.token_ids)
+    tmpl = load_session(SESSIONS / "templated_system.json").turn(None)
+    x, y = asm.assemble(tmpl), asm.assemble(tmpl)
+    assert {s.source for s in y.segments} == {"fresh"} and x.text == y.text
+
+
+@pytest.mark.parametrize("template", ["qwen3", "llama3.1", "mistral-v7", "gpt-oss"])
+def test_cache_reuse_is_exact_for_rewriting_templates(template: str) -> None:
+    asm = Assembler(template=template, cache=TwoTierCache())
+    cold = Assembler(template=template, cache=None)
+    for req in load_session(SESSIONS / "coding_corrections.json").turns:
+        r = asm.assemble(req)
+        c = cold.assemble(req)
+        assert r.text == c.text and np.array_equal(r.token_ids, c.token_ids)
