@@ -151,3 +151,13 @@ def test_custom_template_uses_the_verified_path(tmp_path: Path) -> None:
     r = s.assemble({"messages": msgs})
     same(r, a.assemble({"messages": msgs}))
     assert r.reused_segments > 0
+
+
+def test_session_keeps_a_bounded_history() -> None:
+    a = asm("qwen2.5")
+    s = a.session(keep=3)
+    turns = load_session(ROOT / "sample_sessions" / "tool_agent.json").turns
+    for t in turns:
+        s.assemble(t)
+    assert len(s) == len(turns) and len(s.results) == 3 and list(s.requests) == list(turns[-3:])
+    assert s.last is s.results[-1] and s.last.reused_segments > 0

@@ -301,7 +301,7 @@ def test_session_holds_successive_requests_and_async_twins_agree() -> None:
     session = asm.session()
     for t in turns:
         session.assemble(t)
-    assert len(session) == len(turns) and session.requests == list(turns)
+    assert len(session) == len(turns) and list(session.requests) == list(turns)
     assert session.last is session.results[-1] and session.last.budget.used <= 3584
 
     async def both():  # type: ignore[no-untyped-def]

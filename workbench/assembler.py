@@ -511,9 +511,9 @@ class Assembler:
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)
 
-    def session(self) -> "Session":
+    def session(self, keep: int = 16) -> "Session":
         from .session import Session
-        return Session(self)
+        return Session(self, keep)
 
 
 class _Built:

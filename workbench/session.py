@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
+
+from .errors import WorkbenchError
 
 from .intake.incremental import IntakeState, normalize_next
 
@@ -18,14 +21,21 @@ if TYPE_CHECKING:
 
 
 class Session:
-    def __init__(self, assembler: "Assembler"):
+    """`keep`: how many of the latest requests and results to hold. Only the last is needed to
+    extend; holding every result of a long conversation would keep every turn's token array alive
+    (memory, and garbage-collector time that grows with the history)."""
+
+    def __init__(self, assembler: "Assembler", keep: int = 16):
+        if keep < 1:
+            raise WorkbenchError(f"a session keeps at least its last result, got keep={keep}")
         self.assembler = assembler
-        self.requests: list[Any] = []
-        self.results: list["AssemblyResult"] = []
+        self.requests: deque[Any] = deque(maxlen=keep)
+        self.results: deque["AssemblyResult"] = deque(maxlen=keep)
+        self.count = 0  # requests assembled so far
         self._intake: IntakeState | None = None
 
     def __len__(self) -> int:
-        return len(self.results)
+        return self.count
 
     @property
     def last(self) -> "AssemblyResult | None":
@@ -43,6 +53,7 @@ class Session:
         # Recorded only on success: a request that raised is not part of the conversation.
         self.requests.append(request)
         self.results.append(r)
+        self.count += 1
         return r
 
     async def assemble_async(self, request: Any, **kw: Any) -> "AssemblyResult":
