@@ -148,3 +148,46 @@ def test_cache_reuse_is_exact_for_rewriting_templates(template: str) -> None:
         r = asm.assemble(req)
         c = cold.assemble(req)
         assert r.text == c.text and np.array_equal(r.token_ids, c.token_ids)
+
+
+def test_redis_down_at_start_then_back(redis_server: RedisServer) -> None:  # noqa: F811
+    redis_server.kill()
+    asm = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t4", backoff_initial_s=0.05))
+    for t in TURNS[:3]:
+        same_as_cold(asm.assemble(t), t)  # no Redis at all: local tier and fresh renders
+    assert asm.cache.metrics().faults["connect"] >= 1
+    redis_server.restart()
+    import time
+    time.sleep(0.3)  # past the back-off: the tier reconnects on its own
+    same_as_cold(asm.assemble(TURNS[3]), TURNS[3])
+    other = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t4"))
+    r = other.assemble(TURNS[3])  # written through after the reconnect, read by another "process"
+    assert {s.source for s in r.segments} == {"redis"}
+
+
+def test_paused_redis_costs_a_timeout_not_a_failure(redis_server: RedisServer) -> None:  # noqa: F811
+    asm = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t5"))
+    asm.assemble(TURNS[1])
+    redis_server.pause()
+    try:
+        for t in TURNS[2:5]:
+            same_as_cold(asm.assemble(t), t)
+        assert asm.cache.metrics().faults["timeout"] >= 1
+    finally:
+        redis_server.resume()
+
+
+def test_entries_of_another_format_version_are_misses(redis_server: RedisServer) -> None:  # noqa: F811
+    from workbench.cache import redis_tier
+    writer = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t6"))
+    writer.assemble(TURNS[2])
+    client = redis_server.client()
+    for k in client.keys("workbench:*:t6:*"):
+        raw = bytearray(client.get(k))
+        raw[4] = (redis_tier.FORMAT_VERSION + 1) & 0xFF  # the version byte after the magic
+        client.set(k, bytes(raw))
+    reader = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t6"))
+    r = reader.assemble(TURNS[2])
+    same_as_cold(r, TURNS[2])
+    assert {s.source for s in r.segments} == {"fresh"}
+    assert reader.cache.metrics().faults["version"] + reader.cache.metrics().faults["garbage"] >= 1
