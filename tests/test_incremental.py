@@ -161,3 +161,47 @@ def test_session_keeps_a_bounded_history() -> None:
         s.assemble(t)
     assert len(s) == len(turns) and len(s.results) == 3 and list(s.requests) == list(turns[-3:])
     assert s.last is s.results[-1] and s.last.reused_segments > 0
+
+
+def test_cleaning_diagnostics_carry_over_exactly() -> None:
+    """Empty messages, a late system message, a call without its result, a result away from its call:
+    the session cleans only the new tail and reports exactly what a cold cleaning reports."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "callA0001", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+    steps = [
+        [{"role": "user", "content": "  "}],
+        [{"role": "user", "content": "  "}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"},
+         call],
+        [{"role": "user", "content": "  "}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"},
+         call, {"role": "user", "content": "wait"}, {"role": "tool", "tool_call_id": "callA0001", "content": "sun"}],
+        [{"role": "user", "content": "  "}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"},
+         call, {"role": "user", "content": "wait"}, {"role": "tool", "tool_call_id": "callA0001", "content": "sun"},
+         {"role": "assistant", "content": ""}, {"role": "system", "content": "late"}, {"role": "user", "content": "x"}],
+    ]
+    a = Assembler(template="chatml", context_window=100_000, reserve=10, cache=None)
+    s = a.session()
+    codes = set()
+    for msgs in steps:
+        req = {"messages": msgs, "tools": [WEATHER]}
+        r, c = s.assemble(req), a.assemble(req)
+        same(r, c)
+        codes |= {d.code for d in r.diagnostics}
+    assert {"empty_message", "missing_tool_result", "tool_result_separated", "system_not_first"} <= codes
+
+
+def test_separated_result_at_the_boundary() -> None:
+    """A call, a user message, then its result: the result is separated whether or not the call and
+    the user message were already in the previous request."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"callB000{i}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        for i in (1, 2)]}
+    base = [{"role": "user", "content": "go"}, call, {"role": "user", "content": "hm"},
+            {"role": "tool", "tool_call_id": "callB0001", "content": "sun"}]
+    a = Assembler(template="chatml", context_window=100_000, reserve=10, cache=None)
+    s = a.session()
+    for msgs in (base, base + [{"role": "tool", "tool_call_id": "callB0002", "content": "rain"},
+                               {"role": "user", "content": "and?"}]):
+        req = {"messages": msgs, "tools": [WEATHER]}
+        r = s.assemble(req)
+        same(r, a.assemble(req))
+    assert sum(d.code == "tool_result_separated" for d in r.diagnostics) == 2

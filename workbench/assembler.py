@@ -110,11 +110,15 @@ class Assembler:
         kw.update(self.config.template_kwargs)
         return kw
 
-    def prepare(self, request: Any, normalized: tuple[Conversation, list[Diagnostic]] | None = None
+    def prepare(self, request: Any, normalized: tuple[Conversation, list[Diagnostic]] | None = None,
+                cleaned: tuple[Conversation, list[Diagnostic]] | None = None
                 ) -> tuple[Conversation, list[Diagnostic], list[Binding], dict[str, float]]:
         """Normalize, expand prompt templates and clean: the conversation the chat template will see.
-        `normalized` is the request already normalized (a Session reuses the previous intake)."""
+        `normalized` is the request already normalized, `cleaned` already normalized and cleaned (a
+        Session reuses what the previous request's intake and cleaning found)."""
         clock = time.perf_counter
+        if cleaned is not None:
+            return cleaned[0], list(cleaned[1]), [], {"normalize": 0.0, "variables": 0.0, "clean": 0.0}
         t0 = clock()
         conv, diags = normalized if normalized is not None else self.normalize(request)
         diags = list(diags)
@@ -139,13 +143,14 @@ class Assembler:
 
     def assemble(self, request: Any, *, add_generation_prompt: bool | None = None,
                  previous: AssemblyResult | None = None,
-                 normalized: tuple[Conversation, list[Diagnostic]] | None = None) -> AssemblyResult:
+                 normalized: tuple[Conversation, list[Diagnostic]] | None = None,
+                 cleaned: tuple[Conversation, list[Diagnostic]] | None = None) -> AssemblyResult:
         """Assemble a request. With `previous` (the last result of the same conversation, as a
         Session passes it), the unchanged prefix is reused and only the rest is rendered and tokenized;
         the ids are exactly those of a cold assembly either way."""
         clock = time.perf_counter
         t0 = clock()
-        conv, diags, bindings, timings = self.prepare(request, normalized)
+        conv, diags, bindings, timings = self.prepare(request, normalized, cleaned)
         win = self.window(conv)
         msgs = conv.messages
         if add_generation_prompt is None:

@@ -193,6 +193,7 @@ def _cut_points(chunks: list[Chunk], tokenizer: Tokenizer, text: str, cuts: list
 
 
 _POOL: ThreadPoolExecutor | None = None
+_CPUS = os.cpu_count() or 1  # asked once: the call is a system call
 
 
 class PendingEncode:
@@ -211,7 +212,7 @@ class PendingEncode:
     def __init__(self, tokenizer: Tokenizer):
         global _POOL
         self._tokenizer = tokenizer
-        cpus = os.cpu_count() or 1
+        cpus = _CPUS
         self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and cpus > 1 \
             and tokenizer.special_pattern is not None
         self._starts_special = tokenizer.special_pattern.match if self._parallel else None

@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from .errors import WorkbenchError
 
+from .cleaning import CleanState, clean_next
 from .intake.incremental import IntakeState, normalize_next
+
+_TEMPLATE_FLAG = attrgetter("template")
 
 if TYPE_CHECKING:
     from .assembler import Assembler
@@ -33,6 +37,7 @@ class Session:
         self.results: deque["AssemblyResult"] = deque(maxlen=keep)
         self.count = 0  # requests assembled so far
         self._intake: IntakeState | None = None
+        self._clean: CleanState | None = None
 
     def __len__(self) -> int:
         return self.count
@@ -44,11 +49,21 @@ class Session:
     def assemble(self, request: Any, **kw: Any) -> "AssemblyResult":
         # Unchanged messages keep their parsed form, and the previous result lends its unchanged
         # prefix (text, ids, segments): incremental assembly.
+        asm = self.assembler
         t = time.perf_counter()
-        conv, diags, state = normalize_next(request, self._intake, self.assembler.config.intake)
-        ms = (time.perf_counter() - t) * 1e3
-        r = self.assembler.assemble(request, previous=self.last, normalized=(conv, diags), **kw)
-        r.timings_ms["normalize"] = ms
+        conv, diags, state = normalize_next(request, self._intake, asm.config.intake)
+        t1 = time.perf_counter()
+        if any(map(_TEMPLATE_FLAG, conv.messages)):
+            # Prompt templates expand before cleaning, and their values change per request.
+            r = asm.assemble(request, previous=self.last, normalized=(conv, diags), **kw)
+            self._clean = None
+        else:
+            k = state.reused if state is not None else 0
+            cleaned, cdiags, self._clean = clean_next(conv, asm.config.cleaning, self._clean, k)
+            t2 = time.perf_counter()
+            r = asm.assemble(request, previous=self.last, cleaned=(cleaned, diags + cdiags), **kw)
+            r.timings_ms["clean"] = (t2 - t1) * 1e3
+        r.timings_ms["normalize"] = (t1 - t) * 1e3
         self._intake = state
         # Recorded only on success: a request that raised is not part of the conversation.
         self.requests.append(request)

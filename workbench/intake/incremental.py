@@ -28,6 +28,7 @@ class IntakeState:
     conversation: Conversation
     diagnostics: tuple[Diagnostic, ...]
     chars: tuple[int, ...] = ()    # running total of content characters, per message (for the size cap)
+    reused: int = 0                # leading messages kept from the previous request (same objects)
 
 
 def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
@@ -66,7 +67,7 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
     diags += [replace(d, seq=d.seq + k) if d.seq is not None else d for d in tail_diags
               if not (d.seq is None and d in diags)]
     conv = replace(tail_conv, messages=messages)
-    return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars)
+    return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars, k)
 
 
 def _running(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> tuple[int, ...]:
