@@ -7,6 +7,7 @@ Measured in one run, on the 1,000-message sample session, qwen2.5 template, no t
   update       Session.assemble(the same request with its last user message edited): intake of the
                changed message only, the changed turn rendered with two anchor turns, only the tail
                tokenized, the rest of the text, ids and segments reused from the previous result
+               (the result's id array and text are joined on first read; that read is timed too)
   cold         Assembler.assemble(the same request), nothing reused
   hf           transformers apply_chat_template(tokenize=True) on the same messages
 And the update at 100 messages (the first 100 of the same session) against the update at 1,000.
@@ -55,9 +56,16 @@ def updates(messages: list[dict], tools, runs: int, gc_on: bool) -> tuple[float,
             times.append(time.perf_counter() - t)
     finally:
         gc.enable()
+    # The reused prefix is joined into the result's id array and text on first read: time that too.
+    t = time.perf_counter()
+    ids = last.token_ids
+    read_ids = time.perf_counter() - t
+    t = time.perf_counter()
+    text = last.text
+    read_text = time.perf_counter() - t
     cold = asm.assemble(req)
-    assert last is not None and np.array_equal(last.token_ids, cold.token_ids) and last.text == cold.text
-    return statistics.median(times), last, req
+    assert last is not None and np.array_equal(ids, cold.token_ids) and text == cold.text
+    return statistics.median(times), last, {"req": req, "read_ids": read_ids, "read_text": read_text}
 
 
 def main() -> int:
@@ -72,9 +80,10 @@ def main() -> int:
 
     rows = {}
     for gc_on in (True, False):
-        t1000, r1000, req = updates(msgs, tools, args.runs, gc_on)
+        t1000, r1000, info = updates(msgs, tools, args.runs, gc_on)
         t100, _, _ = updates(small, tools, args.runs, gc_on)
         rows[gc_on] = (t1000, t100)
+    req = info["req"]
 
     asm = Assembler(template="qwen2.5", context_window=1_000_000, reserve=1000, cache=None)
     cold = statistics.median(_timed(lambda: asm.assemble(req)) for _ in range(5))
@@ -100,6 +109,8 @@ def main() -> int:
         label = "gc on" if gc_on else "gc paused while timing"
         print(f"{'update, 1,000 messages (' + label + ')':50}{rows[gc_on][0] * 1e3:9.3f}")
         print(f"{'update, 100 messages (' + label + ')':50}{rows[gc_on][1] * 1e3:9.3f}")
+    print(f"{'first read of token_ids after an update, 1,000':50}{info['read_ids'] * 1e3:9.3f}")
+    print(f"{'first read of text after an update, 1,000':50}{info['read_text'] * 1e3:9.3f}")
     print(f"{'cold assembly, 1,000 messages':50}{cold * 1e3:9.2f}")
     print(f"{'apply_chat_template(tokenize=True), 1,000':50}{hf * 1e3:9.1f}")
     print(f"update / apply_chat_template: 1/{hf / rows[True][0]:.0f} (bar: at most 1/100)")

@@ -43,6 +43,7 @@ def test_cli_prometheus_text_and_json(capsys) -> None:  # type: ignore[no-untype
     lines = text.strip().splitlines()
     assert all(LINE.match(line) for line in lines), [x for x in lines if not LINE.match(x)]
     assert 'workbench_assembly_total{mode="incremental"} 8' in lines
+    assert any(x.startswith('workbench_cache_hits_total{tier="local"}') for x in lines)
     assert main(["metrics", str(SESSIONS / "tool_agent.json"), "--cold", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["assemblies"] == {"cold": 9, "incremental": 0, "cached": 0} and d["segments"]["local"] == 0

@@ -247,10 +247,11 @@ class Assembler:
         diags += built.diags
         t = self.template
         if previous is not None and previous.prefix_chain:
-            start = first_change(previous.conversation.messages, conv.messages)
+            start = built.first_change if built.first_change is not None else \
+                first_change(previous.conversation.messages, conv.messages)
             chain = extend_chain(previous.prefix_chain, conv.messages, start)
         else:
-            chain = prefix_chain(conv.messages)
+            chain = tuple(prefix_chain(conv.messages))
         key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
                         policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages,
                         chain=chain)
@@ -266,11 +267,11 @@ class Assembler:
         result = AssemblyResult(
             template={"name": t.name, "version": t.version},
             tokenizer={"name": self.tokenizer.name, "version": self.tokenizer.version},
-            text_source=built.text, token_ids=built.ids,
+            text_source=built.text, ids_source=built.ids,
             segments=built.segments if isinstance(built.segments, SegmentList) else tuple(built.segments),
             budget=bud, dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
             conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
-            prefix_chain=tuple(chain), render_diagnostics=tuple(built.diags))
+            prefix_chain=chain, render_diagnostics=tuple(built.diags))
         self.metrics.record(result)
         if self.cache is not None and not bindings and not dropped and built.stored is False and \
                 (not built.reused or self.cache.redis_enabled):
@@ -525,7 +526,8 @@ class _Built:
     """One exact assembly of a conversation (before budget and cache key)."""
 
     __slots__ = ("conv", "text", "segments", "ids", "diags", "escaped", "render_ms", "tokenize_ms", "spliced",
-                 "cut_seq", "spans", "inspected", "reused", "stored", "gen", "estimated", "_counts")
+                 "cut_seq", "spans", "inspected", "reused", "stored", "gen", "estimated", "first_change",
+                 "_counts")
 
     def __init__(self, conv: Conversation, text: str, segments: list[Segment], ids: np.ndarray,
                  diags: list[Diagnostic], escaped: tuple, render_ms: float, tokenize_ms: float):
@@ -537,13 +539,14 @@ class _Built:
         self.stored = False           # already in the shared cache
         self.gen = True               # rendered with the generation prompt
         self.estimated: int | None = None  # the fast estimate, when one was made
+        self.first_change: int | None = None  # incremental: the first message that differs from before
         self.spans: list[Span] = []
         self.cut_seq: int | None = None
         self._counts: dict[int, int] | None = None
 
     @property
     def used(self) -> int:
-        return int(self.ids.shape[0])
+        return len(self.ids)
 
     @property
     def parts(self) -> dict[str, int]:

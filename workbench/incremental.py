@@ -30,7 +30,7 @@ import numpy as np
 from ._compare import first_difference
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic
-from .result import LazyText, text_slice
+from .result import LazyIds, LazyText, ids_array, text_slice
 from .rewrites import inspect_render
 from .segments import (Segment, SegmentList, Span, find_message_segment, layout, moved_diagnostics, originals,
                        tokenize_spans)
@@ -66,7 +66,10 @@ def extend(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, add_gen
     c = first_change(pc.messages, msgs)
     if c == 0:
         return None
-    return _probe(asm, prev, conv, c, add_generation_prompt) or _verified(asm, prev, conv, add_generation_prompt)
+    built = _probe(asm, prev, conv, c, add_generation_prompt) or _verified(asm, prev, conv, add_generation_prompt)
+    if built is not None:
+        built.first_change = c  # the key chain is extended from here
+    return built
 
 
 def _is_special_start(asm: "Assembler", text: str, pos: int) -> bool:
@@ -161,8 +164,11 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
         return None  # user text with special-token strings: the cold path handles the spans
     diags += moved_diagnostics(moved)
     t0, c0 = cut.start, cut.char_start
-    ids = np.concatenate([prev.token_ids[:t0], tail_ids]).astype(np.uint32, copy=False)
-    ids.flags.writeable = False
+    prev_ids = getattr(prev, "ids_source", None)
+    if prev_ids is None:
+        prev_ids = prev.token_ids
+    ids = LazyIds(prev_ids, t0, tail_ids) if len(tail_ids) * 8 < t0 else \
+        _frozen(np.concatenate([ids_array(prev_ids)[:t0], tail_ids]).astype(np.uint32, copy=False))
     shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + t0, s.end + t0, s.char_start + c0,
                        s.char_end + c0) for s in fresh]
     segments = SegmentList(orig[:i_cut] + shifted, i_cut, getattr(prev, "reuse_source", "local"))
@@ -188,3 +194,8 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
     built.inspected = True
     built.reused = i_cut
     return built
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

@@ -100,6 +100,44 @@ class LazyText:
         return self._str
 
 
+class LazyIds:
+    """Token ids made of an earlier prompt's first `head_len` ids and a new tail, joined on first read.
+
+    The same idea as LazyText, for the id array: an incremental update does not copy the reused
+    prefix. The joined array is read-only and cached.
+    """
+
+    __slots__ = ("head", "head_len", "tail", "_arr")
+
+    def __init__(self, head: "np.ndarray | LazyIds", head_len: int, tail: np.ndarray):
+        self.head, self.head_len, self.tail = head, head_len, tail
+        self._arr: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.head_len + len(self.tail)
+
+    def array(self) -> np.ndarray:
+        if self._arr is None:
+            parts: list[np.ndarray] = []
+            node: np.ndarray | LazyIds = self
+            upto = len(self)
+            while isinstance(node, LazyIds) and node._arr is None:
+                parts.append(node.tail[:max(upto - node.head_len, 0)])
+                upto = min(upto, node.head_len)
+                node = node.head
+            base = node if isinstance(node, np.ndarray) else node._arr
+            assert base is not None
+            parts.append(base[:upto])
+            arr = np.concatenate(parts[::-1]).astype(np.uint32, copy=False)
+            arr.flags.writeable = False
+            self._arr = arr
+        return self._arr
+
+
+def ids_array(ids: "np.ndarray | LazyIds") -> np.ndarray:
+    return ids if isinstance(ids, np.ndarray) else ids.array()
+
+
 def text_slice(text: "str | LazyText", a: int, b: int) -> str:
     return text[a:b] if isinstance(text, str) else text.slice(a, b)
 
@@ -109,7 +147,7 @@ class AssemblyResult:
     template: dict            # {"name", "version"}
     tokenizer: dict           # {"name", "version"}
     text_source: "str | LazyText"   # read `text`; incremental results join it on first read
-    token_ids: np.ndarray     # np.uint32, read-only
+    ids_source: "np.ndarray | LazyIds"   # read `token_ids`; incremental results join it on first read
     segments: Sequence[Segment]  # a tuple, or a SegmentList when earlier segments were reused
     budget: Budget
     dropped: Sequence[Dropped]    # a tuple, or a DroppedList (same interface)
@@ -137,8 +175,18 @@ class AssemblyResult:
         return s
 
     @property
+    def token_ids(self) -> np.ndarray:
+        """np.uint32, read-only."""
+        ids = self.ids_source
+        if isinstance(ids, np.ndarray):
+            return ids
+        arr = ids.array()
+        object.__setattr__(self, "ids_source", arr)  # joined once; frozen otherwise
+        return arr
+
+    @property
     def total_tokens(self) -> int:
-        return int(self.token_ids.shape[0])
+        return len(self.ids_source)
 
     @property
     def reused_segments(self) -> int:

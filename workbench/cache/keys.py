@@ -53,10 +53,10 @@ def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:
     return out
 
 
-def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) -> list[str]:
+def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) -> tuple[str, ...]:
     """The chain of `messages`, reusing `chain[:start]` (the messages before `start` are unchanged)."""
-    head = list(chain[:start])
-    return head + prefix_chain(messages[start:], head[-1] if head else "")
+    head = tuple(chain[:start])
+    return head + tuple(prefix_chain(messages[start:], head[-1] if head else ""))
 
 
 def cache_key(*, template_version: str, tokenizer_version: str, policy_version: str,

@@ -25,9 +25,18 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     for turn in session.turns:
         (asm.assemble if args.cold else s.assemble)(prepare(turn))
     snap = asm.metrics.snapshot()
+    cache = asm.cache.metrics() if asm.cache is not None else None
     if args.json:
-        json.dump(snap.to_json(), sys.stdout)
+        out = snap.to_json()
+        if cache is not None:
+            out["cache"] = {"hits": dict(cache.hits), "misses": dict(cache.misses), "hit_rate": dict(cache.hit_rate),
+                            "faults": dict(cache.faults), "local_bytes": cache.local_bytes,
+                            "redis_enabled": cache.redis_enabled}
+        json.dump(out, sys.stdout)
         sys.stdout.write("\n")
     else:
+        # The assembler's counters, then the prompt cache's tiers (hits per tier, faults, bytes).
         sys.stdout.write(snap.prometheus_text())
+        if cache is not None:
+            sys.stdout.write(cache.prometheus_text())
     return 0

@@ -9,7 +9,7 @@ there one JSON message is one Message. (Anthropic splits tool_result blocks into
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 from .._compare import first_difference
 from ..conversation import Conversation, Message
@@ -27,7 +27,7 @@ class IntakeState:
     rest: dict                     # the request without "messages"
     conversation: Conversation
     diagnostics: tuple[Diagnostic, ...]
-    chars: tuple[int, ...] = ()    # running total of content characters, per message (for the size cap)
+    chars: int | None = None       # content characters in all messages (for the size cap); None: not counted
     reused: int = 0                # leading messages kept from the previous request (same objects)
 
 
@@ -60,8 +60,8 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
     tail = tuple(m if m.sequence + k == m.sequence else replace(m, sequence=m.sequence + k)
                  for m in tail_conv.messages)
     messages: tuple[Message, ...] = head + tail
-    chars = _running(prev, k, tail)
-    if chars and chars[-1] > limits.max_request_bytes:
+    chars = _total(prev, k, tail)
+    if chars > limits.max_request_bytes:
         check_total(messages, limits)  # raises, with the size
     diags = [d for d in prev.diagnostics if d.seq is None or d.seq < k]
     diags += [replace(d, seq=d.seq + k) if d.seq is not None else d for d in tail_diags
@@ -70,16 +70,11 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
     return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars, k)
 
 
-def _running(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> tuple[int, ...]:
-    if len(prev.chars) < k:  # not kept for the previous request: count the head once
-        total, head = 0, []
-        for m in prev.conversation.messages[:k]:
-            total += len(m.content or "")
-            head.append(total)
-    else:
-        head = list(prev.chars[:k])
-        total = head[-1] if head else 0
-    for m in tail:
-        total += len(m.content or "")
-        head.append(total)
-    return tuple(head)
+def _total(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> int:
+    """Content characters of head + tail, from the previous total: O(change), not O(history)."""
+    def size(ms: Sequence[Message]) -> int:
+        return sum(len(m.content or "") for m in ms)
+    old = prev.conversation.messages
+    if prev.chars is None:
+        return size(old[:k]) + size(tail)
+    return prev.chars - size(old[k:]) + size(tail)
