@@ -1,0 +1,118 @@
+"""The token view's data, shared by both hosts (notebook and app): patches, not whole prompts.
+
+`TokenViewModel.update(result)` compares the new result's segments with the ones it sent last
+time and returns a `Patch`: how many leading segments the front end keeps, the metadata of the
+segments after them, and three binary buffers for their tokens (ids as uint32, each token's
+end offset in its segment's text as uint32, a special-token flag per token as uint8). So the
+bytes per update follow the changed segments, not the prompt. No UI library is imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._compare import first_difference
+from ..segments import Segment, originals
+
+if TYPE_CHECKING:
+    from ..result import AssemblyResult
+    from ..tokenizers.base import Tokenizer
+
+SegmentKey = tuple[str, "str | None", "int | None", str]
+
+
+@dataclass(frozen=True)
+class Patch:
+    keep: int                         # leading segments the front end keeps from its current state
+    segments: list[dict[str, Any]]    # metadata of the segments after them, in order
+    header: dict[str, Any]            # totals, budget, dropped, diagnostics: small, always sent
+    ids: bytes = b""                  # uint32 little-endian, the tokens of `segments`, concatenated
+    ends: bytes = b""                 # uint32: each token's end (characters) in its segment's text
+    special: bytes = b""              # uint8: 1 for a special (control) token
+    buffers: list[bytes] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.ids) + len(self.ends) + len(self.special) + sum(len(s["text"]) for s in self.segments)
+
+    def message(self) -> tuple[dict[str, Any], list[bytes]]:
+        """The JSON part and the binary buffers, as a widget message carries them."""
+        return ({"type": "patch", "keep": self.keep, "segments": self.segments, "header": self.header},
+                [self.ids, self.ends, self.special])
+
+
+def _key(s: Segment) -> SegmentKey:
+    return (s.kind, s.role, s.seq, s.text)
+
+
+class TokenViewModel:
+    """Remembers what the front end holds; turns each new result into the patch that brings it there."""
+
+    def __init__(self, tokenizer: "Tokenizer"):
+        self.tokenizer = tokenizer
+        self.sent: list[SegmentKey] = []
+        self._ends: dict[SegmentKey, np.ndarray] = {}
+        self._specials = np.array(sorted(tokenizer.specials.values()), dtype=np.uint32)
+
+    def reset(self) -> None:
+        """Forget what was sent (a new front end attached): the next patch carries everything."""
+        self.sent = []
+
+    def update(self, result: "AssemblyResult") -> Patch:
+        segs = originals(result.segments)
+        keys = [_key(s) for s in segs]
+        keep = first_difference(self.sent, keys)
+        fresh = segs[keep:]
+        metas, ids, ends = [], [], []
+        for s in fresh:
+            metas.append({"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
+                          "end": s.end, "source": s.source})
+            ids.append(np.asarray(s.token_ids, dtype="<u4"))
+            ends.append(self._token_ends(s))
+        all_ids = np.concatenate(ids) if ids else np.zeros(0, "<u4")
+        patch = Patch(keep=keep, segments=metas, header=header(result, len(segs)),
+                      ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
+                      special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
+        self.sent = keys
+        return patch
+
+    def _token_ends(self, s: Segment) -> np.ndarray:
+        """Character offset where each token of the segment ends. A token that ends inside a
+        character (an emoji split in two) ends where the previous one did: an empty piece, and the
+        token completing the character shows it. All zeros when the tokens do not spell the text
+        byte for byte (normalization): the view then shows the text without token boundaries."""
+        key = _key(s)
+        got = self._ends.get(key)
+        if got is None:
+            ends = self.tokenizer.char_boundaries(s.text, s.token_ids) if s.token_count else []
+            if ends is None:
+                got = np.zeros(s.token_count, "<u4")
+            else:
+                last = 0
+                for i, e in enumerate(ends):
+                    if e < 0:
+                        ends[i] = last
+                    else:
+                        last = e
+                got = np.asarray(ends, dtype="<u4")
+            if len(self._ends) > 50_000:  # a bounded memo: long sessions edit, they do not grow forever
+                self._ends.clear()
+            self._ends[key] = got
+        return got
+
+
+def header(result: "AssemblyResult", n_segments: int) -> dict[str, Any]:
+    b = result.budget
+    return {
+        "template": result.template["name"], "tokenizer": result.tokenizer["name"],
+        "total_tokens": result.total_tokens, "segments": n_segments, "reused_segments": result.reused_segments,
+        "cache_key": result.cache_key_short,
+        "budget": {"context_window": b.context_window, "reserve": b.reserve, "input_budget": b.input_budget,
+                   "used": b.used, "free": b.free, "breakdown": b.breakdown()},
+        "dropped": [d.seq for d in result.dropped],
+        "diagnostics": [d.to_json() for d in result.diagnostics],
+        "timings_ms": {k: round(v, 3) for k, v in result.timings_ms.items()},
+    }
