@@ -83,6 +83,7 @@ class TurnAnalysis:
     divergence_kind: str | None       # the segment kind the divergence falls in
     causes: tuple[Cause, ...]
     result: AssemblyResult
+    held: np.ndarray | None = None    # what the engine holds after the previous turn (None on turn 1)
 
     def to_json(self) -> dict:
         return {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
@@ -131,7 +132,7 @@ def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversatio
     if d is not None:
         causes = _causes(prev, res, d, seg, mismatch, reply, len(prev.token_ids))
     return TurnAnalysis(k, res.total_tokens, reused, len(held), d, seg.seq if seg else None,
-                        seg.kind if seg else None, tuple(causes), res)
+                        seg.kind if seg else None, tuple(causes), res, held)
 
 
 def _reply(prev_all: Conversation, full: Conversation) -> Message | None:

@@ -1,0 +1,84 @@
+"""Chart and panel data for both hosts, as plain Plotly figure dicts (no plotly import here).
+
+- `budget_figure(result)`: one horizontal stacked bar, system / tools / history / last user /
+  generation prompt / reserve / free, with what truncation dropped in the title.
+- `cache_figure(simulations)`: cached tokens per turn under each provider simulation, and the
+  cumulative cost on a second axis.
+- `prefix_diff(prev, turn)`: the tokens around the first divergence between what the engine holds
+  after the previous turn and this turn's prompt, for the prefix-diff view.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..analysis import TurnAnalysis
+    from ..cache.providers import Simulation
+    from ..result import AssemblyResult
+    from ..tokenizers.base import Tokenizer
+
+PART_COLOURS = {"system": "#8250df", "tools": "#bf8700", "history": "#57606a", "last_user": "#1a7f37",
+                "generation_prompt": "#0969da", "reserve": "#d0d7de", "free": "#f6f8fa"}
+PART_LABELS = {"system": "system", "tools": "tools", "history": "history", "last_user": "last user",
+               "generation_prompt": "generation prompt", "reserve": "reserve", "free": "free"}
+
+
+def budget_figure(result: "AssemblyResult") -> dict[str, Any]:
+    b = result.budget
+    rows = b.breakdown()
+    traces = [{"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [v["tokens"]], "y": ["window"],
+               "marker": {"color": PART_COLOURS[k]},
+               "hovertemplate": f"{PART_LABELS[k]}: {v['tokens']:,} tokens ({v['share']:.1%})<extra></extra>"}
+              for k, v in rows.items()]
+    title = f"{b.used:,} of {b.input_budget:,} input tokens (window {b.context_window:,}, reserve {b.reserve:,})"
+    if result.dropped:
+        title += f" · truncation dropped {len(result.dropped)} message(s)"
+    if b.free < 0:
+        title += f" · over budget by {-b.free:,}"
+    return {"data": traces, "layout": {"barmode": "stack", "title": {"text": title}, "height": 160,
+                                       "margin": {"l": 60, "r": 20, "t": 50, "b": 30},
+                                       "xaxis": {"range": [0, b.context_window], "title": {"text": "tokens"}},
+                                       "legend": {"orientation": "h"}}}
+
+
+def cache_figure(simulations: Sequence["Simulation"]) -> dict[str, Any]:
+    traces: list[dict[str, Any]] = []
+    for sim in simulations:
+        turns = [t.turn for t in sim.turns]
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{sim.provider} cached",
+                       "x": turns, "y": [t.cached_tokens for t in sim.turns]})
+        traces.append({"type": "scatter", "mode": "lines", "name": f"{sim.provider} cost", "yaxis": "y2",
+                       "line": {"dash": "dot"}, "x": turns,
+                       "y": np.cumsum([t.cost for t in sim.turns]).round(6).tolist()})
+    if simulations:
+        first = simulations[0]
+        traces.insert(0, {"type": "bar", "name": "prompt tokens", "opacity": 0.25,
+                          "x": [t.turn for t in first.turns], "y": [t.tokens for t in first.turns]})
+    return {"data": traces, "layout": {"title": {"text": "Cached tokens per turn, by provider (cost: cumulative, "
+                                                         "example prices)"},
+                                       "xaxis": {"title": {"text": "turn"}},
+                                       "yaxis": {"title": {"text": "tokens"}},
+                                       "yaxis2": {"title": {"text": "cost"}, "overlaying": "y", "side": "right"},
+                                       "legend": {"orientation": "h"}}}
+
+
+def prefix_diff(turn: "TurnAnalysis", tokenizer: "Tokenizer", context: int = 8) -> dict[str, Any] | None:
+    """The first divergence, with `context` tokens either side in what the engine holds after the
+    previous turn and in this prompt. None when this turn reuses everything the engine holds."""
+    d = turn.first_divergence
+    if d is None or turn.held is None:
+        return None
+    new = turn.result.token_ids
+    old = turn.held
+
+    def window(ids: np.ndarray) -> list[dict[str, Any]]:
+        lo, hi = max(d - context, 0), min(d + context + 1, len(ids))
+        return [{"index": i, "id": int(ids[i]), "text": tokenizer.decode([int(ids[i])]), "diverges": i >= d}
+                for i in range(lo, hi)]
+
+    return {"first_divergence": d, "segment": turn.divergence_kind, "seq": turn.divergence_seq,
+            "previous": window(old), "current": window(new),
+            "causes": [c.to_json() for c in turn.causes]}
