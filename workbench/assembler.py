@@ -16,24 +16,26 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .budget import Window, measure, measure_next, resolve_window
-from .cache.keys import CacheKey, cache_key, extend_chain, prefix_chain
-from .cache.prompts import from_entry, prompt_key, to_entry
-from .cache.store import CacheEntry, TwoTierCache
+from .built import Built
+from .cache.keys import cache_key, extend_chain, prefix_chain
+from .cache.reuse import from_cache, store
+from .cache.store import TwoTierCache
 from .cleaning import CleaningPolicy, clean
 from .conversation import Conversation, Message
-from .diagnostics import Diagnostic, info, warning
+from .diagnostics import Diagnostic, warning
 from .errors import WorkbenchError
 from .injection import POLICIES, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
 from .metrics import AssemblyMetrics
 from .result import AssemblyResult, Dropped, DroppedList
-from .rewrites import inspect_render
 from .incremental import extend, first_change
+from .rewrites import inspect_render
 from .segments import (PendingEncode, Segment, SegmentList, Span, layout, moved_diagnostics, originals,
                        tokenize_spans)
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
-from .truncation import Plan, Search, TruncationPolicy, _mandatory_error, estimate_message, estimate_text, fit, plan
+from .truncation import (Plan, Search, TruncationPolicy, _mandatory_error, dropped_records, estimate_message,
+                         estimate_text, fit, plan, tail_text)
 from .variables import Binding, VariableConfig, expand_messages
 
 if TYPE_CHECKING:
@@ -41,9 +43,6 @@ if TYPE_CHECKING:
 
 _TEMPLATE_FLAG = attrgetter("template")
 AUTO_CACHE_BYTES = 64 * 1024 * 1024
-# How many shorter prefixes of a request to look up as earlier prompts of the same conversation
-# (a new turn adds a reply and a user message, or a few tool rounds).
-PREFIX_PROBES = 8
 # A template with no natural tokenizer (gemma3, or a custom file) uses this one unless told.
 FALLBACK_TOKENIZER = "o200k_base"
 
@@ -159,7 +158,7 @@ class Assembler:
         budget = win.input_budget
         t1 = clock()
         dropped: Sequence[Dropped] = ()
-        made: list[_Built] = []   # every exact assembly (or splice) this request took
+        made: list[Built] = []   # every exact assembly (or splice) this request took
         estimated: int | None = None
         counts = {"exact_assemblies": 1, "splices": 0}
         inc = None
@@ -170,7 +169,7 @@ class Assembler:
             timings["incremental"] = (clock() - t1) * 1e3
         cached = None
         if inc is None and self.cache is not None and not bindings:
-            cached = self._from_cache(conv, add_generation_prompt, budget if policy.enabled else None)
+            cached = from_cache(self, conv, add_generation_prompt, budget if policy.enabled else None)
             if cached is not None and policy.enabled and cached.used > budget:
                 cached = None  # over budget after all: the truncation path below
             previous = None  # a prompt from the cache is not this session's previous result
@@ -200,13 +199,13 @@ class Assembler:
                 made.append(built)
                 search.builds += 1
             if first is None or (first[0].used > budget and p.units):
-                def build(k: int) -> _Built:
+                def build(k: int) -> Built:
                     # Rewrite diagnostics wait for the final prompt: windows only need their counts.
                     b = self._build(conv.with_messages(p.kept(msgs, k)), add_generation_prompt, inspect=False)
                     made.append(b)
                     return b
 
-                def splice(base: _Built, base_k: int, k: int) -> _Built | None:
+                def splice(base: Built, base_k: int, k: int) -> Built | None:
                     b = self._splice(base, conv.with_messages(p.kept(msgs, k)), add_generation_prompt)
                     if b is not None:
                         made.append(b)
@@ -217,7 +216,7 @@ class Assembler:
                 self._calibrate(built, p, k, msgs)
                 if k and policy.cut:
                     built, k = self._cut(conv, p, k, built, budget, add_generation_prompt)
-                dropped = DroppedList(partial(_dropped, msgs, p, k), sum(len(u) for u in p.units[:k]))
+                dropped = DroppedList(partial(dropped_records, msgs, p, k), sum(len(u) for u in p.units[:k]))
                 if dropped:
                     diags.append(warning("truncated", f"dropped {len(dropped)} message(s), oldest first, to fit the "
                                          f"input budget of {budget} tokens (window {win.context_window} − reserve "
@@ -231,9 +230,9 @@ class Assembler:
         return self._result(conv, built, diags, bindings, timings, win, dropped, estimated, counts, made, t0, t1,
                             previous if inc is not None else None)
 
-    def _result(self, conv: Conversation, built: "_Built", diags: list[Diagnostic], bindings: list[Binding],
+    def _result(self, conv: Conversation, built: "Built", diags: list[Diagnostic], bindings: list[Binding],
                 timings: dict[str, float], win: Window, dropped: Sequence[Dropped], estimated: int | None,
-                counts: dict[str, int], made: list["_Built"], t0: float, t1: float,
+                counts: dict[str, int], made: list["Built"], t0: float, t1: float,
                 previous: AssemblyResult | None) -> AssemblyResult:
         clock = time.perf_counter
         conv = built.conv
@@ -277,89 +276,11 @@ class Assembler:
                 (not built.reused or self.cache.redis_enabled):
             # Share the prompt: a later request of this conversation, in any process, extends it.
             # (Incremental results go to Redis only: in-process, the session holds them already.)
-            entry = to_entry(result.text, result.token_ids, originals(result.segments), result.render_diagnostics,
-                             len(conv.messages))
-            if entry is not None:
-                self.cache.put(self._prompt_key(conv, chain, built.gen), entry)
+            store(self, conv, chain, result, built)
         return result
 
-    # ------------------------------------------------------------------ the shared prompt cache
-    def _prompt_key(self, conv: Conversation, chain: Sequence[str], add_generation_prompt: bool) -> CacheKey:
-        t = self.template
-        return prompt_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
-                          policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages,
-                          chain=chain, add_generation_prompt=bool(add_generation_prompt),
-                          template_kwargs=self._kwargs())
-
-    def _from_cache(self, conv: Conversation, add_generation_prompt: bool, budget: int | None) -> "_Built | None":
-        """This exact prompt from the cache; else an earlier prompt of the conversation, extended; else a
-        cold assembly through the cache's single flight (N concurrent callers, one render)."""
-        assert self.cache is not None
-        msgs = conv.messages
-        est = None
-        if budget is not None:
-            # Newest first, stopping once clearly over: a prompt headed for truncation skips the cache
-            # (and the hashing of its whole history) at the cost of a few messages' lengths.
-            acc = sum(estimate_text(x) for x in conv.tools) * self._ratio
-            for m in reversed(msgs):
-                acc += estimate_message(m) * self._ratio
-                if acc > budget * 0.9:
-                    return None
-            est = int(acc)
-        chain = prefix_chain(msgs)
-        key = self._prompt_key(conv, chain, add_generation_prompt)
-        entry, src = self.cache.get(key)
-        if entry is not None:
-            built = self._built_from_entry(conv, entry, src, add_generation_prompt)
-            if built is not None and (budget is None or built.used <= budget):
-                return built
-        for j in range(len(msgs) - 1, max(len(msgs) - 1 - PREFIX_PROBES, 0), -1):
-            head = conv.with_messages(msgs[:j])
-            e, src = self.cache.get(self._prompt_key(head, chain[:j], True))
-            if e is None:
-                continue
-            prev = self._built_from_entry(head, e, src, True)
-            if prev is None:
-                break
-            inc = extend(self, _Previous.of(prev, src), conv, add_generation_prompt)
-            if inc is not None and (budget is None or inc.used <= budget):
-                inc.gen = add_generation_prompt
-                return inc
-            break
-        made: list[_Built] = []
-
-        def build() -> CacheEntry:
-            b = self._build(conv, add_generation_prompt)
-            b.gen = add_generation_prompt
-            made.append(b)
-            e = to_entry(b.text, b.ids, b.segments, b.diags, len(msgs))
-            if e is None or b.escaped:
-                raise _Uncacheable()
-            return e
-
-        try:
-            entry, src = self.cache.get_or_build(key, build)
-        except _Uncacheable:
-            return made[0] if made else None
-        if made:
-            made[0].stored, made[0].estimated = True, est
-            return made[0]
-        return self._built_from_entry(conv, entry, src, add_generation_prompt)
-
-    def _built_from_entry(self, conv: Conversation, entry: CacheEntry, src: str,
-                          add_generation_prompt: bool) -> "_Built | None":
-        try:
-            text, ids, segs, diags, n = from_entry(entry, "fresh")
-        except (ValueError, KeyError, TypeError, IndexError):
-            return None  # a malformed entry is a miss
-        if n != len(conv.messages):
-            return None
-        built = _Built(conv, text, SegmentList(segs, len(segs), src), ids, list(diags), (), 0.0, 0.0)
-        built.inspected, built.reused, built.stored, built.gen = True, len(segs), True, add_generation_prompt
-        return built
-
     # ------------------------------------------------------------------ exact assembly of one conversation
-    def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "_Built":
+    def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "Built":
         """One exact assembly (rewrite diagnostics only when `inspect`)."""
         clock = time.perf_counter
         t0 = clock()
@@ -372,7 +293,7 @@ class Assembler:
         segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
                                               None if escaped else pending)
         diags += moved_diagnostics(moved)
-        built = _Built(conv, r.text, segments, ids, diags, tuple(escaped), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
+        built = Built(conv, r.text, segments, ids, diags, tuple(escaped), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
         built.spans, built.inspected = spans, inspect
         return built
 
@@ -391,7 +312,7 @@ class Assembler:
                       add_generation_prompt=add_generation_prompt, kwargs=self._kwargs(),
                       limits=self.config.render_limits).text
 
-    def _splice(self, base: "_Built", conv: Conversation, add_generation_prompt: bool) -> "_Built | None":
+    def _splice(self, base: "Built", conv: Conversation, add_generation_prompt: bool) -> "Built | None":
         """`base` without the segments of messages `conv` no longer has, if that is provably exact.
 
         Exact when a plain render of `conv` is the spliced text (the template renders the kept
@@ -437,11 +358,11 @@ class Assembler:
         escaped, diags = self._diagnose(conv, text, spans, inspect=False)
         if escaped:
             return None
-        built = _Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
+        built = Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
         built.spliced, built.spans = True, spans
         return built
 
-    def _calibrate(self, built: "_Built", p: Plan, k: int, msgs: tuple[Message, ...]) -> None:
+    def _calibrate(self, built: "Built", p: Plan, k: int, msgs: tuple[Message, ...]) -> None:
         """Learn this tokenizer's tokens per estimated token from the kept messages (for the next window)."""
         counts = built.seq_tokens()
         est = exact = 0.0
@@ -452,8 +373,8 @@ class Assembler:
         if est > 200:  # enough text to measure; recent content predicts the next request best
             self._ratio = exact / est
 
-    def _cut(self, conv: Conversation, p: Plan, k: int, built: "_Built", budget: int,
-             add_generation_prompt: bool) -> tuple["_Built", int]:
+    def _cut(self, conv: Conversation, p: Plan, k: int, built: "Built", budget: int,
+             add_generation_prompt: bool) -> tuple["Built", int]:
         """Keep the newest dropped unit after all, its longest text cut (from the front) to fill the budget."""
         msgs = conv.messages
         unit = p.units[k - 1]
@@ -470,7 +391,7 @@ class Assembler:
         for _ in range(6):
             if room <= 0:
                 return built, k
-            tail = _tail_text(self.tokenizer, ids, room)
+            tail = tail_text(self.tokenizer, ids, room)
             if not tail:
                 return built, k
             cut_msg = m.with_(content=marker + tail)
@@ -520,102 +441,3 @@ class Assembler:
     def session(self, keep: int = 16) -> "Session":
         from .session import Session
         return Session(self, keep)
-
-
-class _Built:
-    """One exact assembly of a conversation (before budget and cache key)."""
-
-    __slots__ = ("conv", "text", "segments", "ids", "diags", "escaped", "render_ms", "tokenize_ms", "spliced",
-                 "cut_seq", "spans", "inspected", "reused", "stored", "gen", "estimated", "first_change",
-                 "_counts")
-
-    def __init__(self, conv: Conversation, text: str, segments: list[Segment], ids: np.ndarray,
-                 diags: list[Diagnostic], escaped: tuple, render_ms: float, tokenize_ms: float):
-        self.conv, self.text, self.segments, self.ids = conv, text, segments, ids
-        self.diags, self.escaped, self.render_ms, self.tokenize_ms = diags, escaped, render_ms, tokenize_ms
-        self.spliced = False
-        self.inspected = False        # rewrite diagnostics added
-        self.reused = 0               # leading segments taken from the previous result
-        self.stored = False           # already in the shared cache
-        self.gen = True               # rendered with the generation prompt
-        self.estimated: int | None = None  # the fast estimate, when one was made
-        self.first_change: int | None = None  # incremental: the first message that differs from before
-        self.spans: list[Span] = []
-        self.cut_seq: int | None = None
-        self._counts: dict[int, int] | None = None
-
-    @property
-    def used(self) -> int:
-        return len(self.ids)
-
-    @property
-    def parts(self) -> dict[str, int]:
-        from .budget import Window, measure
-        return measure(Window(max(self.used, 1) + 1, 0, "default"), self.conv, self.segments, self.used).parts
-
-    def seq_tokens(self) -> dict[int, int]:
-        if self._counts is None:
-            counts: dict[int, int] = {}
-            for s in self.segments:
-                if s.seq is not None:
-                    counts[s.seq] = counts.get(s.seq, 0) + s.token_count
-            self._counts = counts
-        return self._counts
-
-
-def _dropped(msgs: tuple[Message, ...], p: Plan, k: int) -> list[Dropped]:
-    out = []
-    oldest = "oldest first, to fit the input budget"
-    for u in p.units[:k]:
-        head = msgs[u[0]]
-        out.append(Dropped(head.sequence, oldest, "oldest_first", head.role))
-        if len(u) > 1:
-            turn = f"dropped with its turn (seq {head.sequence})"
-            call = f"dropped with the tool call it answers (turn of seq {head.sequence})"
-            for i in u[1:]:
-                m = msgs[i]
-                if m.role == "tool":
-                    out.append(Dropped(m.sequence, call, "tool_pair", "tool"))
-                else:
-                    out.append(Dropped(m.sequence, turn, "same_unit", m.role))
-    return out
-
-
-def _tail_text(tokenizer: Tokenizer, ids: np.ndarray, n: int) -> str:
-    """The text of the last n tokens, starting at a whole character (a token boundary)."""
-    start = max(len(ids) - n, 0)
-    while start < len(ids):
-        raw = b"".join(tokenizer.token_bytes(int(t)) for t in ids[start:])
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            start += 1
-    return ""
-
-
-class _Uncacheable(Exception):
-    """A build whose prompt the entry format cannot hold (escaped user text): assembled, not cached."""
-
-
-@dataclass
-class _Previous:
-    """An earlier prompt of the conversation, from the cache, in the shape extend() reads."""
-
-    conversation: Conversation
-    text_source: str
-    token_ids: np.ndarray
-    segments: list[Segment]
-    render_diagnostics: tuple[Diagnostic, ...]
-    reuse_source: str
-    dropped: tuple = ()
-    escaped: tuple = ()
-    variables: tuple = ()
-    prefix_chain: tuple = ()
-
-    @property
-    def text(self) -> str:
-        return self.text_source
-
-    @classmethod
-    def of(cls, b: "_Built", src: str) -> "_Previous":
-        return cls(b.conv, b.text, b.ids, originals(b.segments), tuple(b.diags), src)

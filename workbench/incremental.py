@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ._compare import first_difference
+from .built import Built
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic
 from .result import LazyIds, LazyText, ids_array, text_slice
@@ -36,7 +37,7 @@ from .segments import (Segment, SegmentList, Span, find_message_segment, layout,
                        tokenize_spans)
 
 if TYPE_CHECKING:
-    from .assembler import Assembler, _Built
+    from .assembler import Assembler
     from .result import AssemblyResult
 
 
@@ -57,7 +58,7 @@ def _user_before(msgs: Sequence[Message], i: int, floor: int) -> int | None:
 
 
 def extend(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, add_generation_prompt: bool
-           ) -> "_Built | None":
+           ) -> "Built | None":
     """The exact assembly of `conv`, reusing `prev` where possible; None when nothing can be reused."""
     pc = prev.conversation
     if prev.dropped or prev.escaped or pc.tools != conv.tools or not prev.segments or prev.variables:
@@ -78,8 +79,7 @@ def _is_special_start(asm: "Assembler", text: str, pos: int) -> bool:
 
 
 def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
-           add_generation_prompt: bool) -> "_Built | None":
-    from .assembler import _Built
+           add_generation_prompt: bool) -> "Built | None":
     msgs = conv.messages
     first_ns = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
     r = _user_before(msgs, min(c, len(msgs) - 1) + 1, first_ns)  # the user message opening the changed turn
@@ -123,7 +123,7 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
 
 
 def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
-              add_generation_prompt: bool) -> "_Built | None":
+              add_generation_prompt: bool) -> "Built | None":
     """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
     t0 = time.perf_counter()
     rendered, gen_start, _ = asm._render(conv, add_generation_prompt)
@@ -151,9 +151,8 @@ def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
 
 def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: list[Segment], i_cut: int,
           tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span], render_ms: float = 0.0
-          ) -> "_Built | None":
+          ) -> "Built | None":
     """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
-    from .assembler import _Built
     cut = orig[i_cut]
     tail_conv = conv.with_messages(tuple(tail_msgs))
     escaped, diags = asm._diagnose(tail_conv, tail, tail_spans)
@@ -190,7 +189,7 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
         kept += [d for d in inspect_render(tail, again, tail_spans, asm.template.source)
                  if d.seq is not None]
     text = LazyText(prev.text_source, c0, tail) if len(tail) * 8 < c0 else prev.text[:c0] + tail
-    built = _Built(conv, text, segments, ids, kept + diags, (), render_ms, tokenize_ms)
+    built = Built(conv, text, segments, ids, kept + diags, (), render_ms, tokenize_ms)
     built.inspected = True
     built.reused = i_cut
     return built

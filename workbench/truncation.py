@@ -27,8 +27,12 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Callable, Literal, Protocol, Sequence
 
+import numpy as np
+
 from .conversation import Message
 from .errors import BudgetError
+from .result import Dropped
+from .tokenizers.base import Tokenizer
 
 Unit = tuple[int, ...]  # indices into the conversation's messages
 
@@ -268,3 +272,33 @@ def _mandatory_error(only: Built, budget: int) -> BudgetError:
                        f"of {budget} ({listed})", over_by=over, parts=parts,
                        hint="raise the context window, lower the reserve (max_tokens), or shorten the system "
                        "prompt, the tool schemas or the last user message")
+
+
+def dropped_records(msgs: tuple[Message, ...], p: Plan, k: int) -> list[Dropped]:
+    out = []
+    oldest = "oldest first, to fit the input budget"
+    for u in p.units[:k]:
+        head = msgs[u[0]]
+        out.append(Dropped(head.sequence, oldest, "oldest_first", head.role))
+        if len(u) > 1:
+            turn = f"dropped with its turn (seq {head.sequence})"
+            call = f"dropped with the tool call it answers (turn of seq {head.sequence})"
+            for i in u[1:]:
+                m = msgs[i]
+                if m.role == "tool":
+                    out.append(Dropped(m.sequence, call, "tool_pair", "tool"))
+                else:
+                    out.append(Dropped(m.sequence, turn, "same_unit", m.role))
+    return out
+
+
+def tail_text(tokenizer: Tokenizer, ids: np.ndarray, n: int) -> str:
+    """The text of the last n tokens, starting at a whole character (a token boundary)."""
+    start = max(len(ids) - n, 0)
+    while start < len(ids):
+        raw = b"".join(tokenizer.token_bytes(int(t)) for t in ids[start:])
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            start += 1
+    return ""
