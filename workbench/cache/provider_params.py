@@ -1,0 +1,325 @@
+"""Provider cache presets (sizes, TTLs, per-model minimums, prices) and their errors.
+
+The presets are data, in provider_params.json beside this file; a user file of the same shape can
+add presets or `extend` shipped ones, and overrides merge key by key. The simulators that read
+these parameters live in providers.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+from ..errors import WorkbenchError
+
+PARAMS_FILE = Path(__file__).with_name("provider_params.json")
+_MILLION = 1_000_000
+
+
+# ---------------------------------------------------------------- errors
+
+class ProviderParamsError(WorkbenchError):
+    """Provider parameters are wrong: names the file, the preset and the field."""
+
+    def __init__(self, message: str, *, preset: str | None = None, field: str | None = None,
+                 source: str | None = None, hint: str | None = None):
+        self.preset, self.field, self.source = preset, field, source
+        where = [w for w in (source, preset and f"preset {preset!r}", field and f"field {field!r}") if w]
+        super().__init__(f"{', '.join(where)}: {message}" if where else message, hint=hint)
+
+
+class UnknownProviderError(ProviderParamsError):
+    """No preset of that name in the shipped file nor in the user's file."""
+
+
+class SimulationError(WorkbenchError):
+    """A malformed turn, or a request the provider would refuse (too many breakpoints)."""
+
+    def __init__(self, message: str, *, turn: int | None = None, field: str | None = None,
+                 hint: str | None = None):
+        self.turn, self.field = turn, field
+        where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+# ---------------------------------------------------------------- parameters
+
+_PRICE_KEYS = ("input", "output", "cached_input", "cache_write_5m", "cache_write_1h")
+_MULT_KEYS = ("cached_input", "cache_write_5m", "cache_write_1h")
+_COMMON_KEYS = ("kind", "model", "models", "prices", "multipliers", "extends")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens. ``cached_input`` is what OpenAI calls cached input and Anthropic a
+    cache read; the two write prices are Anthropic's (5-minute and 1-hour TTL)."""
+
+    input: float
+    output: float
+    cached_input: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Knob:
+    """How one numeric or named setting is checked."""
+
+    type: str = "int"                 # int | num | choice
+    lo: float = 0                     # smallest allowed (exclusive when strict)
+    strict: bool = False
+    optional: bool = False            # null allowed (e.g. capacity: unbounded)
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any, err: Callable[..., ProviderParamsError], name: str) -> Any:
+        if value is None:
+            if self.optional:
+                return None
+            raise err(name, "must not be null")
+        if self.choices:
+            if value not in self.choices:
+                raise err(name, f"must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
+            return value
+        is_num = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not is_num or not math.isfinite(value) or (self.type == "int" and not float(value).is_integer()):
+            raise err(name, f"must be {'an integer' if self.type == 'int' else 'a number'}, got {value!r}")
+        if value < self.lo or (self.strict and value == self.lo):
+            raise err(name, f"must be {'>' if self.strict else '>='} {self.lo:g}, got {value!r}")
+        return int(value) if self.type == "int" else float(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderParams:
+    """One resolved preset: a provider kind, a model, its prices and the kind's settings.
+
+    ``ProviderParams.load(name, overrides=..., path=...)`` returns the subclass for the preset's
+    kind (OpenAIParams, AnthropicParams, VLLMParams, SGLangParams)."""
+
+    name: str
+    kind: str
+    model: str
+    prices: Prices
+    _KNOBS: ClassVar[dict[str, _Knob]] = {}
+
+    @classmethod
+    def load(cls, name: str = "openai", overrides: Mapping[str, Any] | None = None, *,
+             path: str | Path | None = None) -> ProviderParams:
+        """The preset ``name`` from ``path`` (a user JSON file: preset name -> preset) or the shipped
+        file, then ``overrides`` on top (dicts such as ``prices`` merge key by key)."""
+        if not isinstance(name, str):
+            raise UnknownProviderError(f"a provider name must be a string, got {name!r}",
+                                       hint=f"use one of: {', '.join(cls.presets())}")
+        user, label = ({}, None) if path is None else (_read_presets(Path(path)), str(path))
+        raw, source = _resolve(name, user, _shipped(), label)
+        return _build(name, raw, dict(_mapping(overrides or {}, "overrides", name)), source)
+
+    @classmethod
+    def presets(cls, path: str | Path | None = None) -> list[str]:
+        user = _read_presets(Path(path)) if path is not None else {}
+        return sorted(set(_shipped()) | set(user))
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "model": self.model,
+                               "prices": self.prices.to_json()}
+        out.update({k: getattr(self, k) for k in self._KNOBS})
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAIParams(ProviderParams):
+    min_prefix_tokens: int = 1024
+    increment_tokens: int = 128
+    ttl_s: float = 300.0
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "min_prefix_tokens": _Knob("int"), "increment_tokens": _Knob("int", 1),
+        "ttl_s": _Knob("num", 0, strict=True)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnthropicParams(ProviderParams):
+    min_cacheable_tokens: int = 1024
+    ttl: str = "5m"
+    ttl_5m_s: float = 300.0
+    ttl_1h_s: float = 3600.0
+    max_breakpoints: int = 4
+    lookback_blocks: int = 20
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "min_cacheable_tokens": _Knob("int"), "ttl": _Knob(choices=("5m", "1h")),
+        "ttl_5m_s": _Knob("num", 0, strict=True), "ttl_1h_s": _Knob("num", 0, strict=True),
+        "max_breakpoints": _Knob("int", 1), "lookback_blocks": _Knob("int")}
+
+    @property
+    def ttl_seconds(self) -> float:
+        return self.ttl_5m_s if self.ttl == "5m" else self.ttl_1h_s
+
+    @property
+    def write_price(self) -> float:
+        return self.prices.cache_write_5m if self.ttl == "5m" else self.prices.cache_write_1h
+
+
+@dataclass(frozen=True, kw_only=True)
+class VLLMParams(ProviderParams):
+    block_size: int = 16
+    capacity_blocks: int | None = None
+    hash_algo: str = "sha256"
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "block_size": _Knob("int", 1), "capacity_blocks": _Knob("int", 1, optional=True),
+        "hash_algo": _Knob(choices=("sha256", "blake2b"))}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SGLangParams(ProviderParams):
+    page_size: int = 1
+    capacity_tokens: int | None = None
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "page_size": _Knob("int", 1), "capacity_tokens": _Knob("int", 1, optional=True)}
+
+
+_KINDS: dict[str, type[ProviderParams]] = {
+    "openai": OpenAIParams, "anthropic": AnthropicParams, "vllm": VLLMParams, "sglang": SGLangParams}
+
+
+def _read_presets(path: Path) -> dict[str, dict]:
+    label = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProviderParamsError(f"cannot read the file ({e.strerror or e})", source=label,
+                                  hint="check the path of the provider params file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProviderParamsError(f"not valid JSON ({e})", source=label,
+                                  hint="fix the JSON syntax at the position named") from None
+    if not isinstance(data, dict) or "kind" in data:
+        raise ProviderParamsError("the file must be a JSON object mapping preset names to presets",
+                                  source=label,
+                                  hint='write {"my-preset": {"extends": "openai", "prices": {...}}}')
+    out = {}
+    for name, preset in data.items():
+        if name.startswith("_"):
+            continue
+        out[name] = dict(_mapping(preset, label, name))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict]:
+    return _read_presets(PARAMS_FILE)
+
+
+def _mapping(value: Any, source: str, preset: str, field: str | None = None) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise ProviderParamsError(f"must be a JSON object, got {type(value).__name__}", source=source,
+                                  preset=preset, field=field, hint="write it as {\"key\": value, ...}")
+    return value
+
+
+def _merge(base: Mapping, over: Mapping) -> dict:
+    """Deep merge for nested objects (prices, multipliers, models); anything else is replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def _resolve(name: str, user: dict, shipped: dict, label: str | None,
+             chain: tuple[tuple[str, str], ...] = ()) -> tuple[dict, str]:
+    """Follow ``extends`` links; a user preset may extend the shipped preset of its own name.
+    ``label`` names the user's file (None: no file)."""
+    for where, presets, src in (("user", user, label or ""), ("shipped", shipped, "provider_params.json")):
+        if name in presets and (where, name) not in chain:
+            raw = presets[name]
+            base = raw.get("extends")
+            if base is None:
+                return raw, src
+            if not isinstance(base, str):
+                raise ProviderParamsError(f"must name a preset, got {base!r}", source=src, preset=name,
+                                          field="extends")
+            parent, _ = _resolve(base, user, shipped, label, chain + ((where, name),))
+            return _merge(parent, {k: v for k, v in raw.items() if k != "extends"}), src
+    if any(n == name for _, n in chain):
+        path = " -> ".join(n for _, n in chain) + f" -> {name}"
+        raise ProviderParamsError(f"'extends' goes round in a circle: {path}", source=label,
+                                  hint="make one preset in the chain stand on its own")
+    raise UnknownProviderError(f"unknown provider {name!r}", source=label,
+                               hint=f"use one of: {', '.join(sorted(set(shipped) | set(user)))}, "
+                                    "or define it in your own params file")
+
+
+def _build(name: str, raw: dict, over: dict, source: str) -> ProviderParams:
+    def err(src: str) -> Callable[..., ProviderParamsError]:
+        def make(field: str, msg: str, hint: str | None = None) -> ProviderParamsError:
+            return ProviderParamsError(msg, preset=name, field=field, source=src, hint=hint or (
+                f"fix it in {src}" if src != "overrides" else "fix the overrides you passed"))
+        return make
+
+    kind = raw.get("kind")
+    if kind is None:
+        raise err(source)("kind", "missing", f"add \"kind\": one of {', '.join(_KINDS)}, "
+                                             "or \"extends\": a shipped preset")
+    if kind not in _KINDS:
+        raise err(source)("kind", f"unknown kind {kind!r}", f"use one of: {', '.join(_KINDS)}")
+    if "kind" in over and over["kind"] != kind:
+        raise err("overrides")("kind", f"cannot turn a {kind} preset into {over['kind']!r}",
+                               f"load the {over['kind']!r} preset instead")
+    if "extends" in over:
+        raise err("overrides")("extends", "has no effect in overrides",
+                               "load the preset to extend, or put 'extends' in your params file")
+    cls = _KINDS[kind]
+    allowed = set(_COMMON_KEYS) | set(cls._KNOBS)
+    for keys, src in ((over, "overrides"), (raw, source)):
+        for k in keys:
+            if not k.startswith("_") and k not in allowed:
+                raise err(src)(k, f"unknown field for a {kind} preset",
+                               f"known fields: {', '.join(sorted(allowed - {'extends'}))}")
+
+    preset = _merge(raw, {"models": over["models"]}) if "models" in over else raw
+    models = _mapping(preset.get("models") or {}, source, name, "models")
+    model = over.get("model", preset.get("model", name))
+    if not isinstance(model, str):
+        raise err(source)("model", f"must be a string, got {model!r}")
+    entry: Mapping = {}
+    if models:
+        if model not in models:
+            raise err(source)("model", f"unknown model {model!r}",
+                              f"use one of: {', '.join(sorted(m for m in models if not m.startswith('_')))}"
+                              ", or add it under \"models\"")
+        entry = _mapping(models[model], source, name, f"models.{model}")
+        for k in entry:
+            if not k.startswith("_") and k not in {"prices", "multipliers", *cls._KNOBS}:
+                raise err(source)(f"models.{model}.{k}", "unknown field for a model entry",
+                                  f"a model entry holds prices, multipliers, {', '.join(cls._KNOBS)}")
+    flat = _merge(_merge(preset, entry), over)
+
+    knobs = {k: cls._KNOBS[k].check(flat[k], err(source if k not in over else "overrides"), k)
+             for k in cls._KNOBS if k in flat}
+    prices = _prices(flat.get("prices") or {}, flat.get("multipliers") or {},
+                     err("overrides" if {"prices", "multipliers"} & set(over) else source))
+    return cls(name=name, kind=kind, model=model, prices=prices, **knobs)
+
+
+def _prices(raw: Any, mult: Any, err: Callable[..., ProviderParamsError]) -> Prices:
+    for label, d, keys in (("prices", raw, _PRICE_KEYS), ("multipliers", mult, _MULT_KEYS)):
+        if not isinstance(d, Mapping):
+            raise err(label, f"must be a JSON object, got {type(d).__name__}")
+        for k, v in d.items():
+            if k.startswith("_"):
+                continue
+            if k not in keys:
+                raise err(f"{label}.{k}", f"unknown {label[:-1]}", f"known: {', '.join(keys)}")
+            _Knob("num").check(v, err, f"{label}.{k}")
+    for k in ("input", "output"):
+        if k not in raw:
+            raise err(f"prices.{k}", "missing", "give the model's price in USD per million tokens")
+    got = {k: float(raw[k]) for k in _PRICE_KEYS if k in raw}
+    # An explicit price wins; else input x multiplier (none given: no discount). Rounded so that
+    # 3 x 0.1 shows as 0.3 in the JSON, not 0.30000000000000004.
+    for k in _MULT_KEYS:
+        got.setdefault(k, round(got["input"] * float(mult.get(k, 1.0)), 12))
+    return Prices(**got)
