@@ -62,7 +62,8 @@ def main() -> int:
 
     session = load_session(args.session)
     request = session.turn(None)
-    asm = Assembler(template=args.template, tokenizer="qwen3", cache=None)  # cold: no prompt cache
+    # cold: no prompt cache; a window the whole session fits in (no truncation)
+    asm = Assembler(template=args.template, tokenizer="qwen3", cache=None, context_window=1_000_000, reserve=1000)
     conv, _ = asm.normalize(request)
     messages = conv.to_template_messages()
 
