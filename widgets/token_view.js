@@ -1,8 +1,18 @@
 // Token view: one ES module for both hosts (anywidget in Jupyter, Panel's AnyWidget component).
 // The Python side sends patches: {keep, segments, header} plus three binary buffers for the
 // tokens of the new segments (ids uint32, ends uint32, special uint8). We keep what we were sent.
+// Hosts differ in two places. anywidget passes the buffers as the callback's second argument
+// (DataViews) and has model.send. Panel's AnyWidget adapter passes one argument, so its host puts
+// the buffers in the message (msg.buffers: bytes, which arrive as ArrayBuffers), and it has no
+// model.send, so a new view asks for the whole state by bumping the synced `sync` counter.
 
 const FOLD_TOKENS = 4000; // long segments render folded; a click unfolds them (keeps big prompts responsive)
+
+function asView(b) {
+  // A DataView or typed array (anywidget), or an ArrayBuffer (Panel, via Bokeh's binary frames).
+  if (b instanceof ArrayBuffer) return new DataView(b);
+  return b && b.buffer instanceof ArrayBuffer ? b : new DataView(new ArrayBuffer(0));
+}
 
 function decodeRuns(seg, ids, ends, special, offset) {
   // Split the segment text into token pieces using each token's end offset.
@@ -76,9 +86,11 @@ function render({ model, el }) {
 
   model.on("msg:custom", (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
-    const ids = new Uint32Array(buffers[0].buffer, buffers[0].byteOffset, buffers[0].byteLength / 4);
-    const ends = new Uint32Array(buffers[1].buffer, buffers[1].byteOffset, buffers[1].byteLength / 4);
-    const special = new Uint8Array(buffers[2].buffer, buffers[2].byteOffset, buffers[2].byteLength);
+    const got = buffers && buffers.length ? buffers : msg.buffers || [];
+    const [b0, b1, b2] = [0, 1, 2].map((i) => asView(got[i]));
+    const ids = new Uint32Array(b0.buffer, b0.byteOffset, b0.byteLength / 4);
+    const ends = new Uint32Array(b1.buffer, b1.byteOffset, b1.byteLength / 4);
+    const special = new Uint8Array(b2.buffer, b2.byteOffset, b2.byteLength);
     for (const old of segs.slice(msg.keep)) old.node.remove();
     segs = segs.slice(0, msg.keep);
     let offset = 0;
@@ -94,7 +106,9 @@ function render({ model, el }) {
   model.on("change:header", drawHeader);
   model.on("change:error", drawHeader);
   drawHeader();
-  model.send({ type: "sync" }); // a new view asks for the whole state
+  // A new view asks for the whole state.
+  if (typeof model.send === "function") model.send({ type: "sync" });
+  else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
   return () => { segs = []; };
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 from .._optional import require
 from ..assembler import Assembler
 from ..result import AssemblyResult
-from .viewmodel import Patch, TokenViewModel
+from .viewmodel import Patch, TokenViewModel, model_for
 
 WIDGETS = Path(__file__).resolve().parent.parent.parent / "widgets"
 
@@ -43,10 +43,10 @@ class TokenView(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
 
     def show(self, result: AssemblyResult) -> Patch:
         """Show a result: send the front end what changed since the last one."""
-        if self._model is None:
-            from ..tokenizers import get_tokenizer
-            tok = self._assembler.tokenizer if self._assembler is not None else get_tokenizer(result.tokenizer["name"])
-            self._model = TokenViewModel(tok)
+        from ..tokenizers import get_tokenizer
+        tok = self._assembler.tokenizer if self._assembler is not None and \
+            self._assembler.tokenizer.version == result.tokenizer["version"] else get_tokenizer(result.tokenizer["name"])
+        self._model = model_for(self._model, tok)
         patch = self._model.update(result)
         self._result = result
         self._send_patch(patch)

@@ -104,6 +104,14 @@ class TokenViewModel:
         return got
 
 
+def model_for(model: "TokenViewModel | None", tokenizer: "Tokenizer") -> "TokenViewModel":
+    """The view model to patch with: a new one when the vocabulary changed (the next patch then
+    replaces everything the front end holds)."""
+    if model is None or model.tokenizer.version != tokenizer.version:
+        return TokenViewModel(tokenizer)
+    return model
+
+
 def header(result: "AssemblyResult", n_segments: int) -> dict[str, Any]:
     b = result.budget
     return {

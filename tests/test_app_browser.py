@@ -1,0 +1,221 @@
+"""`workbench app` in a real browser: the system Chromium, headless, driven by Playwright.
+
+One server for the module (`workbench app sample_sessions/support_chat.json`); each browser test
+opens its own page, which Panel gives its own app state. Every wait is time-boxed. A few checks
+first that need no browser: the command's error rule and the app's state outside a server.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Iterator
+
+import pytest
+
+from browser import ROOT, AppServer, app_command, find_chromium, launch_args
+
+# The test setup installs Playwright, Panel and the distribution's Chromium (scripts/test.sh):
+# a missing part is a failure that says what to install, never a silent skip.
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:
+    expect = sync_playwright = None  # type: ignore[assignment]
+
+CHROMIUM = find_chromium()
+
+FIRST_VIEW_MS = 15_000   # the first page of a fresh server loads Panel's bundle and 222 segments
+UPDATE_MS = 5_000        # an edit: debounce (150 ms) + incremental assembly + patch
+BROKEN_TEMPLATE = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"   # line 2: unexpected '}'
+
+
+# ------------------------------------------------------------------------------ without a browser
+@pytest.mark.parametrize("argv, says", [
+    (["no/such/session.json"], "cannot read"),
+    (["--port", "70000"], "--port must be between 0 and 65535"),
+    (["--port", "many"], "invalid int value"),
+])
+def test_app_errors_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    r = subprocess.run([*app_command(), *argv, "--no-show"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert says in r.stderr and r.stdout == ""
+
+
+def test_app_state_keeps_the_last_good_prompt() -> None:
+    from workbench.ui.app import WorkbenchApp, sample_sessions
+
+    app = WorkbenchApp(sample_sessions()["coding_corrections.json"])   # outside a server: no debounce
+    first = app.state.result
+    assert first is not None and not app.alert.visible and app.view.version == 1
+    app.editor.value_input = "Thanks, that works."
+    edited = app.state.result
+    assert edited is not first and edited.reused_segments > 0          # incremental: the prefix is reused
+    app.custom.value_input = BROKEN_TEMPLATE
+    assert app.alert.visible and "line 2" in app.alert.object
+    assert app.state.result is edited and "line 2" in app.view.error   # the view keeps the last good prompt
+    app.custom.value_input = ""
+    assert not app.alert.visible and app.view.error == ""
+    app.turn_select.value = 2
+    assert app.state.turn == 2 and app.editor.value == app.state.text and app.state.result.total_tokens < \
+        edited.total_tokens
+
+
+# ------------------------------------------------------------------------------ in a real browser
+@pytest.fixture(scope="module")
+def server() -> Iterator[AppServer]:
+    app = AppServer("sample_sessions/support_chat.json")
+    try:
+        yield app
+    finally:
+        code = app.stop()
+    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if sync_playwright is None:
+        pytest.fail("pip install playwright (the test extra)")
+    if CHROMIUM is None:
+        pytest.fail("no system Chromium: apt-get install chromium (or set WORKBENCH_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=launch_args())
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, server: AppServer):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(UPDATE_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # Offline by design: every resource comes from the local server (no CDN).
+    page.on("request", lambda r: None if r.url.startswith((server.url, "data:", "blob:", "about:"))
+            else errors.append(f"non-local request {r.url}"))
+    page.goto(server.url, timeout=FIRST_VIEW_MS)
+    expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
+    yield page
+    context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def token_count(page) -> int:  # type: ignore[no-untyped-def]
+    """The total the token view's header shows ("... 6849 tokens ...")."""
+    text = page.locator(".wb-token-view .wb-header").inner_text()
+    m = re.search(r"(\d+) tokens", text)
+    assert m, f"no token count in the header: {text!r}"
+    return int(m.group(1))
+
+
+def wait_for_count_change(page, before: int) -> int:  # type: ignore[no-untyped-def]
+    expect(page.locator(".wb-token-view .wb-header")).not_to_contain_text(f" {before} tokens", timeout=UPDATE_MS)
+    return token_count(page)
+
+
+def editor(page):  # type: ignore[no-untyped-def]
+    return page.get_by_placeholder("the last message's text")
+
+
+def custom_template(page):  # type: ignore[no-untyped-def]
+    return page.get_by_placeholder("paste a Jinja chat template here")
+
+
+def test_view_shows_segments_special_tokens_and_totals(page) -> None:  # type: ignore[no-untyped-def]
+    n = token_count(page)
+    assert n > 1000                                  # support_chat is a long conversation
+    assert page.locator(".wb-seg").count() > 100     # one segment per message, at least
+    expect(page.locator(".wb-special", has_text="<|im_start|>").first).to_be_visible()  # qwen2.5, the default
+    expect(page.locator(".wb-app-header")).to_contain_text(f"{n} tokens")
+    expect(page.locator(".wb-app-header")).to_contain_text("budget")
+    expect(page.locator(".js-plotly-plot").first).to_be_attached()   # the budget bar
+
+
+def test_editing_the_last_message_changes_the_count(page) -> None:  # type: ignore[no-untyped-def]
+    before = token_count(page)
+    segs = page.locator(".wb-seg").count()
+    editor(page).fill("Short now.")
+    after = wait_for_count_change(page, before)
+    assert after < before
+    assert page.locator(".wb-seg").count() == segs   # the same segments, the last one re-rendered
+    expect(page.locator(".wb-seg").last.locator(".wb-seg-label")).to_contain_text("generation_prompt")
+    expect(page.locator(".wb-token-view")).to_contain_text("Short now.")
+    # Incremental: the app's header reports the reused segments of the unchanged prefix.
+    m = re.search(r"(\d+) of (\d+) segments reused", page.locator(".wb-app-header").inner_text())
+    assert m and int(m.group(1)) > 100, page.locator(".wb-app-header").inner_text()
+    # Typing on grows it again.
+    editor(page).fill("Short now. " + "Tell me more about grinders and burrs. " * 10)
+    assert wait_for_count_change(page, after) > after
+
+
+def test_switching_the_template_changes_the_special_tokens(page) -> None:  # type: ignore[no-untyped-def]
+    page.get_by_label("Template", exact=True).select_option("llama3")
+    expect(page.locator(".wb-special", has_text="<|start_header_id|>").first).to_be_visible(timeout=UPDATE_MS)
+    expect(page.locator(".wb-special", has_text="<|im_start|>")).to_have_count(0)
+    expect(page.locator(".wb-token-view .wb-header")).to_contain_text("llama3")
+
+
+def test_a_broken_template_shows_inline_and_the_page_keeps_working(page) -> None:  # type: ignore[no-untyped-def]
+    before = token_count(page)
+    custom_template(page).fill(BROKEN_TEMPLATE)
+    alert = page.locator(".alert-danger")
+    expect(alert).to_be_visible(timeout=UPDATE_MS)
+    expect(alert).to_contain_text("line 2")
+    # The last good view stays, and says why it is not updating.
+    assert token_count(page) == before
+    expect(page.locator(".wb-seg").first).to_be_visible()
+    expect(page.locator(".wb-token-view .wb-error")).to_contain_text("line 2")
+    # Still alive: clearing the template brings the live view back, and edits re-assemble.
+    custom_template(page).fill("")
+    expect(alert).to_be_hidden(timeout=UPDATE_MS)
+    expect(page.locator(".wb-token-view .wb-error")).to_have_count(0)
+    editor(page).fill("Still here?")
+    assert wait_for_count_change(page, before) < before
+    # A custom template that works overrides the select.
+    custom_template(page).fill("{% for m in messages %}<|im_start|>{{ m.role }}: {{ m.content }}<|im_end|>\n"
+                               "{% endfor %}")
+    expect(page.locator(".wb-token-view .wb-header")).to_contain_text("custom", timeout=UPDATE_MS)
+    expect(alert).to_be_hidden()
+
+
+# The token view's module, alone in a blank page, with a stand-in model of each host: anywidget
+# (buffers as the callback's second argument, model.send) and Panel (buffers inside the message,
+# no model.send: the view bumps `sync`).
+HOSTS_HARNESS = """
+async ({src, anywidget}) => {
+  const mod = await import("data:text/javascript;base64," + src);
+  const handlers = {}, sent = [];
+  const attrs = {error: "", version: 1, sync: 0, header: {template: "t", tokenizer: "k", total_tokens: 3,
+                 segments: 1, reused_segments: 0, budget: {used: 3, input_budget: 10}, cache_key: "abc"}};
+  const model = {get: (k) => attrs[k], set: (k, v) => { attrs[k] = v; }, on: (ev, cb) => { handlers[ev] = cb; },
+                 save_changes: () => sent.push({sync: attrs.sync})};
+  if (anywidget) model.send = (m) => sent.push(m);
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  mod.default.render({model, el});
+  const ids = new Uint32Array([7, 8, 9]), ends = new Uint32Array([2, 3, 5]), special = new Uint8Array([1, 0, 0]);
+  const msg = {type: "patch", keep: 0, header: attrs.header,
+               segments: [{kind: "message", role: "user", seq: 0, text: "ABcDE", start: 0, end: 3, source: "fresh"}]};
+  if (anywidget) handlers["msg:custom"](msg, [ids, ends, special].map((a) => new DataView(a.buffer)));
+  else handlers["msg:custom"]({...msg, buffers: [ids.buffer, ends.buffer, special.buffer]});
+  return {sent, pieces: [...el.querySelectorAll(".wb-seg span")].map((e) => [e.textContent, e.className])};
+}
+"""
+
+
+@pytest.mark.parametrize("anywidget", [True, False], ids=["anywidget", "panel"])
+def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: bool) -> None:  # type: ignore[no-untyped-def]
+    import base64
+
+    page = browser.new_page()
+    try:
+        page.goto("about:blank")
+        src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
+        got = page.evaluate(HOSTS_HARNESS, {"src": src, "anywidget": anywidget})
+    finally:
+        page.close()
+    assert got["sent"] == ([{"type": "sync"}] if anywidget else [{"sync": 1}])
+    assert got["pieces"] == [["AB", "wb-special"], ["c", ""], ["DE", ""]]
