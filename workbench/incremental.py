@@ -98,12 +98,7 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     if not _is_special_start(asm, seg_r.text, 0):
         return None
     probe = conv.with_messages(msgs[:first_ns] + msgs[a2:])
-    t0 = time.perf_counter()
-    rendered, gen_start, _ = asm._render(probe, add_generation_prompt)
-    render_ms = (time.perf_counter() - t0) * 1e3
-    text = rendered.text
-    spans = layout(text, probe.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
-                   bos_token=asm._kwargs().get("bos_token") or None)
+    text, spans, render_ms = _render_spans(asm, probe, add_generation_prompt)
     start_of = {}
     for sp in spans:
         if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
@@ -122,15 +117,21 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans, render_ms)
 
 
-def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
-              add_generation_prompt: bool) -> "Built | None":
-    """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
+def _render_spans(asm: "Assembler", conv: Conversation, add_generation_prompt: bool
+                  ) -> tuple[str, list[Span], float]:
+    """Render `conv` (tracked) and lay it out into spans; with the render time in ms."""
     t0 = time.perf_counter()
     rendered, gen_start, _ = asm._render(conv, add_generation_prompt)
     render_ms = (time.perf_counter() - t0) * 1e3
-    text = rendered.text
-    spans = layout(text, conv.messages, rendered.starts, gen_start=gen_start, tools_start=rendered.tools_start,
-                   bos_token=asm._kwargs().get("bos_token") or None)
+    spans = layout(rendered.text, conv.messages, rendered.starts, gen_start=gen_start,
+                   tools_start=rendered.tools_start, bos_token=asm._kwargs().get("bos_token") or None)
+    return rendered.text, spans, render_ms
+
+
+def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
+              add_generation_prompt: bool) -> "Built | None":
+    """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
+    text, spans, render_ms = _render_spans(asm, conv, add_generation_prompt)
     common = first_difference(prev.text, text)
     orig = originals(prev.segments)
     # The last previous segment starting inside the common prefix, at a special token, where the new

@@ -34,7 +34,7 @@ from ..session import Session
 from ..sessions import SessionFile, load_session
 from ..templates import from_source, get_template, shipped_names
 from .charts import budget_figure
-from .viewmodel import Patch, TokenViewModel, model_for
+from .viewmodel import Patch, PatchFeed
 
 pn = require("panel", "the web app")
 import param  # noqa: E402  (comes with panel)
@@ -168,7 +168,7 @@ class AppState:
 
 
 # ---------------------------------------------------------------------------------------- the views
-class TokenViewPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
+class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
     """The notebook's token view (same ES module and CSS) in a Panel page, fed by patches."""
 
     _esm = WIDGETS / "token_view.js"
@@ -181,23 +181,16 @@ class TokenViewPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-de
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self._model: TokenViewModel | None = None
-        self._result: AssemblyResult | None = None
         self.patches_sent: list[int] = []
         self.param.watch(self._on_sync, "sync")
 
     def show(self, result: AssemblyResult, tokenizer: Any) -> Patch:
-        self._model = model_for(self._model, tokenizer)
-        patch = self._model.update(result)
-        self._result = result
-        self._send_patch(patch)
-        return patch
+        return self._feed(result, tokenizer)
 
-    def _send_patch(self, patch: Patch) -> None:
+    def _deliver(self, patch: Patch) -> None:
         content, buffers = patch.message()
         self.param.update(header=patch.header, error="", version=self.version + 1)
-        self.send({**content, "buffers": buffers})
-        self.patches_sent.append(patch.nbytes)
+        self.send({**content, "buffers": buffers})  # Panel's adapter carries them as binary frames
 
     def _handle_msg(self, data: Any) -> None:
         # Should Panel's adapter gain model.send, the module's {"type": "sync"} arrives here instead.
@@ -205,9 +198,7 @@ class TokenViewPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-de
             self._on_sync(None)
 
     def _on_sync(self, _event: Any) -> None:
-        if self._result is not None and self._model is not None:
-            self._model.reset()
-            self._send_patch(self._model.update(self._result))
+        self._resync()
 
 
 def header_html(h: dict[str, Any]) -> str:

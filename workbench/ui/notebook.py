@@ -14,7 +14,7 @@ from typing import Any
 from .._optional import require
 from ..assembler import Assembler
 from ..result import AssemblyResult
-from .viewmodel import Patch, TokenViewModel, model_for
+from .viewmodel import Patch, PatchFeed
 
 WIDGETS = Path(__file__).resolve().parent.parent.parent / "widgets"
 
@@ -22,7 +22,7 @@ _anywidget = require("anywidget", "the notebook widgets")
 _traitlets = require("traitlets", "the notebook widgets")
 
 
-class TokenView(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
+class TokenView(PatchFeed, _anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     """The rendered prompt as coloured segments, special tokens marked, token id and segment on hover."""
 
     _esm = WIDGETS / "token_view.js"
@@ -34,8 +34,6 @@ class TokenView(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     def __init__(self, result: AssemblyResult | None = None, *, assembler: Assembler | None = None, **kw: Any):
         super().__init__(**kw)
         self._assembler = assembler
-        self._model: TokenViewModel | None = None
-        self._result: AssemblyResult | None = None
         self.patches_sent: list[int] = []   # bytes of each patch sent (for tests and the benchmark)
         self.on_msg(self._on_front_end)
         if result is not None:
@@ -46,21 +44,15 @@ class TokenView(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
         from ..tokenizers import get_tokenizer
         tok = self._assembler.tokenizer if self._assembler is not None and \
             self._assembler.tokenizer.version == result.tokenizer["version"] else get_tokenizer(result.tokenizer["name"])
-        self._model = model_for(self._model, tok)
-        patch = self._model.update(result)
-        self._result = result
-        self._send_patch(patch)
-        return patch
+        return self._feed(result, tok)
 
-    def _send_patch(self, patch: Patch) -> None:
+    def _deliver(self, patch: Patch) -> None:
         content, buffers = patch.message()
         self.header = patch.header
         self.error = ""
         self.version += 1
         self.send(content, buffers)
-        self.patches_sent.append(patch.nbytes)
 
     def _on_front_end(self, _widget: Any, content: dict, _buffers: list) -> None:
-        if content.get("type") == "sync" and self._result is not None and self._model is not None:
-            self._model.reset()
-            self._send_patch(self._model.update(self._result))
+        if content.get("type") == "sync":
+            self._resync()

@@ -104,6 +104,35 @@ class TokenViewModel:
         return got
 
 
+class PatchFeed:
+    """What both hosts' token views do: keep the view model, send patches, resend all on "sync".
+    A host supplies `_deliver(patch)`, its way to carry a patch to the front end."""
+
+    _feed_model: "TokenViewModel | None" = None
+    _feed_result: "AssemblyResult | None" = None
+
+    def _feed(self, result: "AssemblyResult", tokenizer: "Tokenizer") -> Patch:
+        self._feed_model = model_for(self._feed_model, tokenizer)
+        patch = self._feed_model.update(result)
+        self._feed_result = result
+        self._deliver(patch)
+        self.patches_sent.append(patch.nbytes)
+        return patch
+
+    def _resync(self) -> None:
+        """A newly rendered front end holds nothing: send it everything."""
+        if self._feed_result is not None and self._feed_model is not None:
+            self._feed_model.reset()
+            patch = self._feed_model.update(self._feed_result)
+            self._deliver(patch)
+            self.patches_sent.append(patch.nbytes)
+
+    def _deliver(self, patch: Patch) -> None:
+        raise NotImplementedError
+
+    patches_sent: list[int]
+
+
 def model_for(model: "TokenViewModel | None", tokenizer: "Tokenizer") -> "TokenViewModel":
     """The view model to patch with: a new one when the vocabulary changed (the next patch then
     replaces everything the front end holds)."""
