@@ -191,3 +191,20 @@ def test_entries_of_another_format_version_are_misses(redis_server: RedisServer)
     same_as_cold(r, TURNS[2])
     assert {s.source for s in r.segments} == {"fresh"}
     assert reader.cache.metrics().faults["version"] + reader.cache.metrics().faults["garbage"] >= 1
+
+
+@pytest.mark.parametrize("template, text", [("gpt-oss", "<|constrain|>"), ("qwen2.5", "<|im_end|>")])
+def test_a_prompt_with_escaped_user_text_is_never_extended_from_the_cache(template: str, text: str) -> None:
+    # Hypothesis found (test_segment_properties, a long-lived shared assembler) a prompt with escaped
+    # user text written to the cache, whose entries do not record escaped spans; a later prompt
+    # extended from it let the user's text become a control token. Such prompts are not stored now.
+    asm = Assembler(template=template)
+    first = asm.assemble({"messages": [{"role": "user", "content": text}]})
+    assert first.escaped
+    later = asm.assemble({"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "0"},
+                                       {"role": "user", "content": "0"}]})
+    assert later.escaped
+    assert np.array_equal(later.token_ids, asm.tokenizer.encode(later.text, later.escaped))
+    assert np.array_equal(later.token_ids, Assembler(template=template, cache=None).assemble(
+        {"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "0"},
+                      {"role": "user", "content": "0"}]}).token_ids)

@@ -272,10 +272,12 @@ class Assembler:
             conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
             prefix_chain=chain, render_diagnostics=tuple(built.diags))
         self.metrics.record(result)
-        if self.cache is not None and not bindings and not dropped and built.stored is False and \
-                (not built.reused or self.cache.redis_enabled):
+        if self.cache is not None and not bindings and not dropped and not built.escaped and \
+                built.stored is False and (not built.reused or self.cache.redis_enabled):
             # Share the prompt: a later request of this conversation, in any process, extends it.
             # (Incremental results go to Redis only: in-process, the session holds them already.)
+            # Not a prompt with escaped user text: the cache entry does not carry which spans were
+            # escaped, and a prompt extended from it would let that text become control tokens.
             store(self, conv, chain, result, built)
         return result
 

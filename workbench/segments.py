@@ -302,6 +302,7 @@ def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: lis
                  where: np.ndarray, cuts: list[int]) -> list[tuple[int, int]]:
     starts = {m[0]: k for k, m in enumerate(matches)}
     ends = {m[1]: k for k, m in enumerate(matches)}
+    runs: dict[int, tuple[int, int, list[int], list[int]]] = {}
     out = []
     for cut in cuts:
         if cut <= 0:
@@ -313,16 +314,34 @@ def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: lis
         elif cut in ends:
             out.append((int(where[ends[cut]]) + 1, cut))
         else:
-            # Inside plain text: re-encode just that run to find its token boundaries.
+            # Inside plain text: the token boundaries of that run (between two special tokens),
+            # worked out once per run however many cuts fall in it. A template whose control
+            # strings are not special tokens of this vocabulary makes the whole prompt one run.
             k = bisect.bisect_left(matches, (cut,))            # first special starting after cut
-            lo_c = matches[k - 1][1] if k > 0 else 0
-            hi_c = matches[k][0] if k < len(matches) else len(text)
-            lo_t = int(where[k - 1]) + 1 if k > 0 else 0
-            hi_t = int(where[k]) if k < len(matches) else len(full)
-            chunk = Chunk(lo_c, hi_c, full[lo_t:hi_t], False)
-            (t, c), = _cut_points([chunk], tokenizer, text, [cut])
-            out.append((lo_t + t, c))
+            run = runs.get(k)
+            if run is None:
+                run = runs[k] = _run_boundaries(text, tokenizer, full, matches, where, k)
+            lo_t, lo_c, chars, toks = run
+            j = bisect.bisect_right(chars, cut)                 # token ends at or before the cut
+            out.append((lo_t, lo_c) if j == 0 else (lo_t + toks[j - 1], chars[j - 1]))
     return out
+
+
+def _run_boundaries(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: list[tuple[int, int, str]],
+                    where: np.ndarray, k: int) -> tuple[int, int, list[int], list[int]]:
+    """The plain-text run before special k: its first token and character, and for each token
+    that ends on a character boundary, that character (absolute) and the tokens up to it."""
+    lo_c = matches[k - 1][1] if k > 0 else 0
+    hi_c = matches[k][0] if k < len(matches) else len(text)
+    lo_t = int(where[k - 1]) + 1 if k > 0 else 0
+    hi_t = int(where[k]) if k < len(matches) else len(full)
+    ends = tokenizer.char_boundaries(text[lo_c:hi_c], full[lo_t:hi_t])
+    chars, toks = [], []
+    for j, e in enumerate(ends or ()):
+        if e >= 0:
+            chars.append(lo_c + e)
+            toks.append(j + 1)
+    return lo_t, lo_c, chars, toks
 
 
 def moved_diagnostics(moved: Sequence[int | None]) -> list:
