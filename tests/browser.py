@@ -55,11 +55,12 @@ def app_command() -> list[str]:
 class AppServer:
     """`workbench app ARGS --port FREE --no-show` in a subprocess; `url` once it says it serves."""
 
-    def __init__(self, *args: str, startup_s: float = 30.0):
+    def __init__(self, *args: str, startup_s: float = 30.0, env: dict[str, str] | None = None):
         self.port = free_port()
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([*app_command(), *args, "--port", str(self.port), "--no-show"], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+                                     env={**os.environ, **(env or {})})
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:

@@ -8,7 +8,9 @@ first that need no browser: the command's error rule and the app's state outside
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -42,13 +44,16 @@ def test_app_errors_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
     assert says in r.stderr and r.stdout == ""
 
 
-def test_app_state_keeps_the_last_good_prompt() -> None:
-    from workbench.ui.app import WorkbenchApp, sample_sessions
+def test_app_state_keeps_the_last_good_prompt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.document import Autosave
+    from workbench.ui.state import sample_sessions
 
-    app = WorkbenchApp(sample_sessions()["coding_corrections.json"])   # outside a server: no debounce
+    app = WorkbenchApp(sample_sessions()["coding_corrections.json"], autosave=Autosave(tmp_path))  # no server: inline
     first = app.state.result
     assert first is not None and not app.alert.visible and app.view.version == 1
-    app.editor.value_input = "Thanks, that works."
+    last = len(app.editor.messages) - 1
+    app.editor.op = {"op": "set", "index": last, "field": "content", "value": "Thanks, that works.", "n": 1}
     edited = app.state.result
     assert edited is not first and edited.reused_segments > 0          # incremental: the prefix is reused
     app.custom.value_input = BROKEN_TEMPLATE
@@ -57,14 +62,25 @@ def test_app_state_keeps_the_last_good_prompt() -> None:
     app.custom.value_input = ""
     assert not app.alert.visible and app.view.error == ""
     app.turn_select.value = 2
-    assert app.state.turn == 2 and app.editor.value == app.state.text and app.state.result.total_tokens < \
-        edited.total_tokens
+    assert app.state.turn == 2 and app.state.result.total_tokens < edited.total_tokens
+    assert app.editor.turn_cut < len(app.editor.messages)              # later messages shown as after this turn
+    # A bad edit is shown at its message and changes nothing.
+    app.editor.op = {"op": "set", "index": 1, "field": "tool_calls", "value": "[{oops", "json": True, "n": 2}
+    assert app.editor.error["index"] == 1 and "line 1, column 3" in app.editor.error["message"]
+    app.tools.value_input = '[{"type": "function"'
+    assert app.tools_alert.visible and "tools: not valid JSON" in app.tools_alert.object
+    assert list(tmp_path.rglob("*.json"))                               # the edits were autosaved
 
 
 # ------------------------------------------------------------------------------ in a real browser
 @pytest.fixture(scope="module")
-def server() -> Iterator[AppServer]:
-    app = AppServer("sample_sessions/support_chat.json")
+def home(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    return tmp_path_factory.mktemp("workbench-home")
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[AppServer]:
+    app = AppServer("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)})
     try:
         yield app
     finally:
@@ -86,20 +102,26 @@ def browser() -> Iterator[object]:
             b.close()
 
 
-@pytest.fixture
-def page(browser, server: AppServer):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+def open_page(browser, server: AppServer, errors: list[str]):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(UPDATE_MS)
-    errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     # Offline by design: every resource comes from the local server (no CDN).
     page.on("request", lambda r: None if r.url.startswith((server.url, "data:", "blob:", "about:"))
             else errors.append(f"non-local request {r.url}"))
     page.goto(server.url, timeout=FIRST_VIEW_MS)
     expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
+    return page
+
+
+@pytest.fixture
+def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
+    shutil.rmtree(home / "autosave", ignore_errors=True)    # each test starts from the file, not another's edits
+    errors: list[str] = []
+    page = open_page(browser, server, errors)
     yield page
-    context.close()
+    page.context.close()
     assert not errors, f"errors in the page: {errors}"
 
 
@@ -116,28 +138,40 @@ def wait_for_count_change(page, before: int) -> int:  # type: ignore[no-untyped-
     return token_count(page)
 
 
-def editor(page):  # type: ignore[no-untyped-def]
-    return page.get_by_placeholder("the last message's text")
+def last_message(page):  # type: ignore[no-untyped-def]
+    """The content box of the last message (open when the page loads)."""
+    return page.locator(".wb-me-row").last.locator("textarea[data-field=content]")
 
 
 def custom_template(page):  # type: ignore[no-untyped-def]
     return page.get_by_placeholder("paste a Jinja chat template here")
 
 
+def tab(page, name: str):  # type: ignore[no-untyped-def]
+    page.locator(".bk-tab", has_text=name).first.click()
+
+
 def test_view_shows_segments_special_tokens_and_totals(page) -> None:  # type: ignore[no-untyped-def]
     n = token_count(page)
     assert n > 1000                                  # support_chat is a long conversation
     assert page.locator(".wb-seg").count() > 100     # one segment per message, at least
+    assert page.locator(".wb-me-row").count() == 220  # the editor: one row per message
     expect(page.locator(".wb-special", has_text="<|im_start|>").first).to_be_visible()  # qwen2.5, the default
     expect(page.locator(".wb-app-header")).to_contain_text(f"{n} tokens")
     expect(page.locator(".wb-app-header")).to_contain_text("budget")
     expect(page.locator(".js-plotly-plot").first).to_be_attached()   # the budget bar
+    assert page.get_by_label("Session").input_value().endswith("support_chat.json")
 
 
-def test_editing_the_last_message_changes_the_count(page) -> None:  # type: ignore[no-untyped-def]
+def test_editing_the_last_message_changes_the_count_and_the_cache_panel(page) -> None:  # type: ignore[no-untyped-def]
+    tab(page, "Cache")
+    fresh = page.locator(".wb-sources tr", has_text="fresh")
+    expect(fresh).to_be_visible(timeout=FIRST_VIEW_MS)           # the panels ran once every turn was assembled
+    fresh_before = fresh.inner_text()
+    tab(page, "Tokens")
     before = token_count(page)
     segs = page.locator(".wb-seg").count()
-    editor(page).fill("Short now.")
+    last_message(page).fill("Short now.")
     after = wait_for_count_change(page, before)
     assert after < before
     assert page.locator(".wb-seg").count() == segs   # the same segments, the last one re-rendered
@@ -146,9 +180,31 @@ def test_editing_the_last_message_changes_the_count(page) -> None:  # type: igno
     # Incremental: the app's header reports the reused segments of the unchanged prefix.
     m = re.search(r"(\d+) of (\d+) segments reused", page.locator(".wb-app-header").inner_text())
     assert m and int(m.group(1)) > 100, page.locator(".wb-app-header").inner_text()
+    # The cache panel follows: this turn's fresh tokens are the edited message's now.
+    tab(page, "Cache")
+    expect(fresh).not_to_have_text(fresh_before, timeout=UPDATE_MS)
+    expect(page.locator(".wb-cache")).to_contain_text("re-assembled 0 turn(s)")   # only the edited turn changed
     # Typing on grows it again.
-    editor(page).fill("Short now. " + "Tell me more about grinders and burrs. " * 10)
+    tab(page, "Tokens")
+    last_message(page).fill("Short now. " + "Tell me more about grinders and burrs. " * 10)
     assert wait_for_count_change(page, after) > after
+
+
+def test_messages_can_be_added_moved_and_deleted(page) -> None:  # type: ignore[no-untyped-def]
+    rows = page.locator(".wb-me-row")
+    before = token_count(page)
+    page.locator(".wb-me-add-role").select_option("assistant")
+    page.get_by_role("button", name="+ add").click()
+    expect(rows).to_have_count(221)
+    expect(page.get_by_label("Turn")).to_have_value("111")        # an assistant message opens a new turn
+    rows.last.locator("textarea[data-field=content]").fill("A new reply.")
+    expect(page.locator(".wb-token-view")).to_contain_text("A new reply.", timeout=UPDATE_MS)
+    rows.last.locator("button[title='move up']").click()           # reorder: above the last user message
+    expect(rows.nth(219)).to_contain_text("A new reply.")
+    rows.nth(219).locator("button[title='delete this message']").click()
+    expect(rows).to_have_count(220)
+    expect(page.locator(".wb-token-view")).not_to_contain_text("A new reply.", timeout=UPDATE_MS)
+    expect(page.locator(".wb-token-view .wb-header")).to_contain_text(f" {before} tokens")
 
 
 def test_switching_the_template_changes_the_special_tokens(page) -> None:  # type: ignore[no-untyped-def]
@@ -156,12 +212,14 @@ def test_switching_the_template_changes_the_special_tokens(page) -> None:  # typ
     expect(page.locator(".wb-special", has_text="<|start_header_id|>").first).to_be_visible(timeout=UPDATE_MS)
     expect(page.locator(".wb-special", has_text="<|im_start|>")).to_have_count(0)
     expect(page.locator(".wb-token-view .wb-header")).to_contain_text("llama3")
+    page.get_by_label("Tokenizer", exact=True).select_option("o200k_base")   # any tokenizer, same template
+    expect(page.locator(".wb-token-view .wb-header")).to_contain_text("o200k_base", timeout=UPDATE_MS)
 
 
 def test_a_broken_template_shows_inline_and_the_page_keeps_working(page) -> None:  # type: ignore[no-untyped-def]
     before = token_count(page)
     custom_template(page).fill(BROKEN_TEMPLATE)
-    alert = page.locator(".alert-danger")
+    alert = page.locator(".wb-main-alert")
     expect(alert).to_be_visible(timeout=UPDATE_MS)
     expect(alert).to_contain_text("line 2")
     # The last good view stays, and says why it is not updating.
@@ -172,13 +230,42 @@ def test_a_broken_template_shows_inline_and_the_page_keeps_working(page) -> None
     custom_template(page).fill("")
     expect(alert).to_be_hidden(timeout=UPDATE_MS)
     expect(page.locator(".wb-token-view .wb-error")).to_have_count(0)
-    editor(page).fill("Still here?")
+    last_message(page).fill("Still here?")
     assert wait_for_count_change(page, before) < before
     # A custom template that works overrides the select.
     custom_template(page).fill("{% for m in messages %}<|im_start|>{{ m.role }}: {{ m.content }}<|im_end|>\n"
                                "{% endfor %}")
     expect(page.locator(".wb-token-view .wb-header")).to_contain_text("custom", timeout=UPDATE_MS)
     expect(alert).to_be_hidden()
+
+
+def test_an_edit_survives_a_reload(page) -> None:  # type: ignore[no-untyped-def]
+    last_message(page).fill("Remember me after a reload.")
+    expect(page.locator(".wb-token-view")).to_contain_text("Remember me after a reload.", timeout=UPDATE_MS)
+    expect(page.locator(".wb-file-status")).to_contain_text("autosaved", timeout=UPDATE_MS)
+    count = token_count(page)
+    page.reload()
+    expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
+    expect(last_message(page)).to_have_value("Remember me after a reload.")
+    expect(page.locator(".wb-file-status")).to_contain_text("restored your unsaved edits")
+    assert token_count(page) == count
+    page.get_by_role("button", name="Revert").click()                 # back to the file as saved
+    expect(last_message(page)).not_to_have_value("Remember me after a reload.", timeout=UPDATE_MS)
+
+
+def test_prefix_diff_and_teaching(page) -> None:  # type: ignore[no-untyped-def]
+    page.get_by_label("Session").select_option(label="timestamp_system.json")
+    expect(page.get_by_label("Turn")).to_have_value("5", timeout=UPDATE_MS)
+    tab(page, "Prefix diff")
+    diff = page.locator(".wb-diff")
+    expect(diff).to_contain_text("diverges from turn 4 at token", timeout=FIRST_VIEW_MS)
+    expect(diff).to_contain_text("volatile_content")
+    expect(page.locator(".wb-diff-first")).to_have_count(2)          # highlighted in both prompts
+    tab(page, "Teach")
+    expect(page.locator(".wb-teach-title")).to_contain_text("Step 1 of 7")
+    for _ in range(6):
+        page.get_by_role("button", name="Next ▶").click()
+    expect(page.locator(".wb-teach-title")).to_contain_text("Step 7 of 7")
 
 
 # The token view's module, alone in a blank page, with a stand-in model of each host: anywidget
@@ -218,4 +305,4 @@ def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: b
     finally:
         page.close()
     assert got["sent"] == ([{"type": "sync"}] if anywidget else [{"sync": 1}])
-    assert got["pieces"] == [["AB", "wb-special"], ["c", ""], ["DE", ""]]
+    assert got["pieces"] == [["AB", "wb-special"], ["c", "wb-tok"], ["DE", "wb-tok"]]   # boundaries shown

@@ -29,3 +29,20 @@ def test_quickstart_runs_and_the_view_gets_patches() -> None:
     # the view was displayed as a widget (a widget-view output, not just a repr)
     view_out = nb.cells[3].outputs
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in view_out)
+
+
+def test_teaching_runs_and_tells_the_whole_story() -> None:
+    nb = run("teaching.ipynb")
+    last = nb.cells[-1].outputs
+    facts = json.loads("".join(o.get("text", "") for o in last if o.get("output_type") == "stream"))
+    assert facts["keys"] == ["messages", "template", "text", "tokens", "budget", "prefill", "reuse"]
+    assert facts["tokens"] > 0 and facts["tokens_turn2"] > facts["tokens"]
+    assert facts["turn1_previous"] is False
+    assert 0 < facts["reused_tokens"] < facts["tokens_turn2"]          # turn 2 reuses turn 1's prefix
+    assert facts["prefill_tokens"] == facts["tokens_turn2"] - facts["reused_tokens"]
+    assert facts["kv_config"] == "Llama-3-8B" and facts["kv_bytes_per_token"] == 131072   # bf16
+    assert facts["view_version"] == 2
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    # the token view was displayed as a widget, and each step as HTML
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    assert sum('<mark class="wb-t-special">' in o.get("data", {}).get("text/html", "") for o in outputs) >= 2

@@ -95,17 +95,22 @@ class TurnAnalysis:
 def analyze(asm: Assembler, requests: Sequence[Any]) -> list[TurnAnalysis]:
     """Assemble each request of a session and compare it with what the engine holds from the previous one."""
     out: list[TurnAnalysis] = []
-    prev: AssemblyResult | None = None
-    prev_all: Conversation | None = None   # the previous request, before truncation
+    prev: tuple[AssemblyResult, Conversation] | None = None
     for k, request in enumerate(requests, start=1):
         res = asm.assemble(request)
-        full, _, _, _ = asm.prepare(request)
-        if prev is None or prev_all is None:
-            out.append(TurnAnalysis(k, res.total_tokens, 0, 0, None, None, None, (), res))
-        else:
-            out.append(_compare(asm, k, prev, prev_all, res, full))
-        prev, prev_all = res, full
+        full = asm.prepare(request)[0]
+        out.append(analyze_turn(asm, k, res, full, prev))
+        prev = (res, full)
     return out
+
+
+def analyze_turn(asm: Assembler, k: int, res: AssemblyResult, full: Conversation,
+                 previous: tuple[AssemblyResult, Conversation] | None) -> TurnAnalysis:
+    """Turn k alone: its result and its conversation before truncation (`asm.prepare(request)[0]`),
+    against the previous turn's (None on turn 1). The workbench re-analyses only the turn being edited."""
+    if previous is None:
+        return TurnAnalysis(k, res.total_tokens, 0, 0, None, None, None, (), res)
+    return _compare(asm, k, previous[0], previous[1], res, full)
 
 
 def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversation, res: AssemblyResult,

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ..cache.providers import ProviderParams, TurnPrompt, simulate
-from ..result import AssemblyResult
+from ..cache.providers import ProviderParams, simulate
+from ..cache.turn_prompts import turn_prompts
 from ..sessions import load_session
 from .render import build_assembler, common_options
 
@@ -28,40 +28,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_simulate)
 
 
-def breakpoints_of(result: AssemblyResult, mode: str) -> tuple[int, ...]:
-    """Token offsets where a cache_control prefix ends."""
-    segs = list(result.segments)
-    if mode == "auto":
-        # After the system/tools block, and after the last message (not the generation prompt, which
-        # the next request renders as the reply's opening): the next request's prefix ends there.
-        head = [s.end for s in segs if s.kind in ("bos", "system", "tools", "preamble")]
-        body = [s.end for s in segs if s.kind != "generation_prompt"]
-        ends = ([max(head)] if head else []) + ([max(body)] if body else [])
-        return tuple(sorted(set(e for e in ends if e > 0)))
-    marked = {m.sequence for m in result.conversation.messages if m.cache_control}
-    ends = {}
-    for s in segs:
-        if s.seq in marked:
-            ends[s.seq] = s.end  # the end of the message's last segment
-    return tuple(sorted(ends.values()))
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
     params = ProviderParams.load(args.provider, {"model": args.model} if args.model else None, path=args.params)
     sess = asm.session()
-    results = [sess.assemble(prepare(t)) for t in session.turns]
-    turns = []
-    for k, r in enumerate(results):
-        out = 0
-        if k + 1 < len(results):  # the reply: the next request's first new message, if it is the assistant's
-            nxt, n = results[k + 1], len(r.conversation.messages)
-            if len(nxt.conversation.messages) > n and nxt.conversation.messages[n].role == "assistant":
-                seq = nxt.conversation.messages[n].sequence
-                out = sum(s.token_count for s in nxt.segments if s.seq == seq)
-        turns.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, args.breakpoints),
-                                              output_tokens=out))
+    turns = turn_prompts([sess.assemble(prepare(t)) for t in session.turns], args.breakpoints)
     sim = simulate(turns, args.provider, params)
     if args.json:
         json.dump(sim.to_json(), sys.stdout, ensure_ascii=False)

@@ -1,20 +1,19 @@
-"""The Panel app (`workbench app`): pick a session, a template and a turn, edit the last message,
-and watch the prompt, its tokens, the budget and the diagnostics follow.
+"""The Panel app (`workbench app`): the workbench as a local web page, for demos.
 
-Store -> views -> app. `AppState` owns the choices, the assembler session and the last good result
-(no Panel in it). `TokenViewPane` hosts the notebook's ES module (`widgets/token_view.js` and
-`.css`) with Panel's AnyWidget-compatible component and feeds it the same patches. `WorkbenchApp`
-composes the widgets; `build_app()` makes one per browser session and `serve()` serves it.
+Left: the session (picker, upload, save, revert), the turn, the template and tokenizer, and the
+message editor; below it, tabs for a custom Jinja template, the tool schemas and the prompt-template
+variables. Right: the summary line, the budget bar, and tabs for the token view, the cache panel,
+the prefix diff, the teaching step-through and the diagnostics.
 
-Edits re-assemble through `Assembler.session()`, debounced, so only the changed tail is rendered
-and tokenized. A template that fails (a custom Jinja with a syntax error) is shown inline, with its
-line, and the view keeps the last good prompt.
+What an edit does lives in `Controller` and `WorkbenchState` (shared with the notebook's
+`Workbench`); this module only hosts it. The token view and the message editor are the same ES
+modules as in the notebook (`widgets/`), hosted by Panel's AnyWidget-compatible component.
 
-The Panel host differs from anywidget in two places of the token view's protocol:
-- Panel passes a custom message as one argument, so the patch's three binary buffers travel inside
-  it (`msg.buffers`, as bytes: Bokeh's websocket carries them as binary frames, not base64);
-- its model adapter has no `model.send`, so a newly rendered view asks for the whole state by
-  bumping the synced `sync` counter, and the host answers with a patch that keeps nothing.
+The Panel host differs from anywidget in two places of the widgets' protocol:
+- Panel passes a custom message as one argument, so a token-view patch's three binary buffers
+  travel inside it (`msg.buffers`, as bytes: Bokeh's websocket carries them as binary frames);
+- its model adapter has no `model.send`, so a new token view asks for the whole state by bumping
+  the synced `sync` counter, and the message editor sends its operations through the synced `op`.
 """
 
 from __future__ import annotations
@@ -22,18 +21,20 @@ from __future__ import annotations
 import html
 import socket
 import sys
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .._optional import require
-from ..assembler import Assembler
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
-from ..session import Session
-from ..sessions import SessionFile, load_session
-from ..templates import from_source, get_template, shipped_names
+from ..sessions import load_session
+from ..templates import shipped_names
+from ..tokenizers import names as tokenizer_names
 from .charts import budget_figure
+from .controller import Controller
+from .document import Autosave, SessionDocument
+from .html import CSS, cache_html, diagnostics_html, header_html, prefix_diff_html
+from .state import AUTO, Panels, WorkbenchState
 from .viewmodel import Patch, PatchFeed
 
 pn = require("panel", "the web app")
@@ -41,130 +42,10 @@ import param  # noqa: E402  (comes with panel)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WIDGETS = ROOT / "widgets"
-SAMPLES = ROOT / "sample_sessions"
-DEFAULT_SESSION = "support_chat.json"
-DEFAULT_TEMPLATE = "qwen2.5"
-DEBOUNCE_MS = 150
 # Widget captions: `label` in newer Panel (which deprecates `name` for them), `name` before.
 LABEL = "label" if "label" in pn.widgets.Select.param else "name"
+COLOR = "color" if "color" in pn.widgets.Button.param else "button_type"
 MAX_TEXT = 1_000_000   # characters in an editor (Panel's default, 5000, cuts real chat templates)
-
-
-def sample_sessions() -> dict[str, str]:
-    """File name -> path of every session shipped in `sample_sessions/`."""
-    return {p.name: str(p) for p in sorted(SAMPLES.glob("*.json"))}
-
-
-# ---------------------------------------------------------------------------------------- the store
-def editable_text(message: Any) -> str | None:
-    """The text the editor shows for a message: its content, or its last text block; None if neither."""
-    if not isinstance(message, dict):
-        return None
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        for block in reversed(content):
-            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-                return block["text"]
-    return None
-
-
-def with_text(message: dict, text: str) -> dict:
-    """`message` with the text `editable_text` reads replaced (a copy; the session file is untouched)."""
-    content = message.get("content")
-    if isinstance(content, list):
-        blocks = list(content)
-        for i in range(len(blocks) - 1, -1, -1):
-            b = blocks[i]
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
-                blocks[i] = {**b, "text": text}
-                return {**message, "content": blocks}
-        return message
-    return {**message, "content": text}
-
-
-class AppState:
-    """What the app shows: the session, turn, template and edited text; the assembler session that
-    re-assembles only what changed; the last good result and the last error."""
-
-    def __init__(self, session_path: str | None = None):
-        self.sessions = sample_sessions()
-        path = session_path or self.sessions.get(DEFAULT_SESSION) or next(iter(self.sessions.values()), None)
-        if path is None:
-            raise WorkbenchError("no session to show", hint="pass a session file: workbench app SESSION")
-        if path not in self.sessions.values():
-            self.sessions[Path(path).name] = path
-        self.template = DEFAULT_TEMPLATE
-        self.custom_source = ""
-        self.result: AssemblyResult | None = None   # the last good one: what the view shows
-        self.shown = ""                              # which session, turn and template that was
-        self.error = ""
-        self._assemblers: dict[tuple, Assembler] = {}
-        self._session: Session | None = None
-        self._session_path: str | None = None
-        self.load(path)
-
-    # choices ---------------------------------------------------------------------------------
-    def load(self, path: str) -> None:
-        self.file: SessionFile = load_session(path)
-        self.path = path
-        self._session = None   # another conversation: nothing to extend
-        self.select_turn(len(self.file.turns))
-
-    def select_turn(self, turn: int) -> None:
-        self.turn = turn
-        self.text = editable_text(self.last_message) or ""
-
-    @property
-    def last_message(self) -> dict | None:
-        msgs = self.file.turn(self.turn).get("messages")
-        return msgs[-1] if isinstance(msgs, list) and msgs else None
-
-    @property
-    def editable(self) -> bool:
-        return editable_text(self.last_message) is not None
-
-    def request(self) -> dict:
-        """The selected turn's request with the editor's text in its last message."""
-        req = self.file.turn(self.turn)
-        msgs = req.get("messages")
-        if not self.editable or not isinstance(msgs, list):
-            return req
-        return {**req, "messages": [*msgs[:-1], with_text(msgs[-1], self.text)]}
-
-    # assembly --------------------------------------------------------------------------------
-    def assembler(self) -> Assembler:
-        cw = self.file.raw.get("context_window")
-        cw = cw if isinstance(cw, int) and cw > 0 else None
-        custom = self.custom_source.strip()
-        key = (self.template, custom, cw)
-        asm = self._assemblers.get(key)
-        if asm is None:
-            if custom:
-                # A custom template counts with the selected template's tokenizer (its model's vocabulary).
-                tmpl = from_source(self.custom_source, "custom")
-                asm = Assembler(template=tmpl, tokenizer=get_template(self.template).tokenizer, context_window=cw)
-                self._assemblers = {k: a for k, a in self._assemblers.items() if not k[1]}  # one custom at a time
-            else:
-                asm = Assembler(template=self.template, context_window=cw)
-            self._assemblers[key] = asm
-        return asm
-
-    def assemble(self) -> AssemblyResult:
-        """Assemble the current request; on a WorkbenchError keep the last good result and record
-        the error (also raised, for the caller to show)."""
-        try:
-            asm = self.assembler()
-            if self._session is None or self._session.assembler is not asm or self._session_path != self.path:
-                self._session, self._session_path = asm.session(), self.path
-            result = self._session.assemble(self.request())
-        except WorkbenchError as exc:
-            self.error = str(exc)
-            raise
-        self.result, self.error = result, ""
-        self.shown = f"{Path(self.path).name}, turn {self.turn}, {result.template['name']}"
-        return result
 
 
 # ---------------------------------------------------------------------------------------- the views
@@ -182,7 +63,7 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.patches_sent: list[int] = []
-        self.param.watch(self._on_sync, "sync")
+        self.param.watch(lambda _e: self._resync(), "sync")
 
     def show(self, result: AssemblyResult, tokenizer: Any) -> Patch:
         return self._feed(result, tokenizer)
@@ -195,155 +76,278 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
     def _handle_msg(self, data: Any) -> None:
         # Should Panel's adapter gain model.send, the module's {"type": "sync"} arrives here instead.
         if isinstance(data, dict) and data.get("type") == "sync":
-            self._on_sync(None)
-
-    def _on_sync(self, _event: Any) -> None:
-        self._resync()
+            self._resync()
 
 
-def header_html(h: dict[str, Any]) -> str:
-    """The app's one-line summary, from a patch's header."""
-    b = h["budget"]
-    over = f" · <b>over by {-b['free']}</b>" if b["free"] < 0 else f" · {b['free']} free"
-    dropped = f" · truncation dropped {len(h['dropped'])} message(s)" if h["dropped"] else ""
-    return (f'<div class="wb-app-header"><b>{h["total_tokens"]} tokens</b> · {h["reused_segments"]} of '
-            f'{h["segments"]} segments reused · budget {b["used"]}/{b["input_budget"]}{over}{dropped} · '
-            f'{html.escape(h["template"])} / {html.escape(h["tokenizer"])} · '
-            f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>')
+class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
+    """The notebook's message editor (same ES module and CSS) in a Panel page."""
+
+    _esm = WIDGETS / "message_editor.js"
+    _stylesheets = [(WIDGETS / "message_editor.css").read_text("utf-8")]
+
+    messages = param.List(default=[], doc="the messages being edited (sent on load and structural edits)")
+    turn_cut = param.Integer(default=0, doc="how many of them the selected turn's request holds")
+    format = param.String(default="openai")
+    error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
+    op = param.Dict(default={}, doc="the front end's last operation (numbered)")
+
+    def __init__(self, on_op: Callable[[dict], None], **params: Any):
+        super().__init__(**params)
+        self.param.watch(lambda e: e.new and on_op({k: v for k, v in e.new.items() if k not in ("n", "at")}), "op")
 
 
-def diagnostics_html(result: AssemblyResult) -> str:
-    if not result.diagnostics:
-        return '<div class="wb-diags">no diagnostics</div>'
-    rows = "".join(f'<li class="wb-diag-{d.level}"><b>{d.level}</b> {html.escape(d.code)}'
-                   f'{"" if d.seq is None else f" (seq {d.seq})"}: {html.escape(d.message)}</li>'
-                   for d in result.diagnostics)
-    return f'<ul class="wb-diags">{rows}</ul>'
+class TeachingPanel:
+    """The teaching step-through: one step at a time, Back and Next, over the selected turn."""
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+        self.index = 0
+        self.title = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.body = pn.pane.HTML("<i>the steps appear once every turn is assembled…</i>", sizing_mode="stretch_width",
+                                 stylesheets=[CSS])
+        self.back = pn.widgets.Button(**{LABEL: "◀ Back"}, width=90)
+        self.next = pn.widgets.Button(**{LABEL: "Next ▶"}, width=90)
+        self.back.on_click(lambda _e: self.go(-1))
+        self.next.on_click(lambda _e: self.go(+1))
+        self.layout = pn.Column(pn.Row(self.back, self.next, self.title), self.body, sizing_mode="stretch_width")
+
+    def update(self, state: WorkbenchState, panels: Panels) -> None:
+        from .teaching import TEACHING_CSS, teaching_steps
+        if panels.analysis is None:
+            return
+        asm = panels.assembler
+        self.css = TEACHING_CSS
+        self.steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
+                                    template_source=getattr(asm.template, "source", None),
+                                    previous=state.turn_result(panels.turn - 1), analysis=panels.analysis)
+        self.index = min(self.index, len(self.steps) - 1)
+        self.go(0)
+
+    def go(self, delta: int) -> None:
+        if not self.steps:
+            return
+        self.index = max(0, min(self.index + delta, len(self.steps) - 1))
+        step = self.steps[self.index]
+        self.title.object = (f'<b class="wb-teach-title">Step {self.index + 1} of {len(self.steps)}: '
+                             f'{html.escape(step.title)}</b>')
+        self.body.object = (f"<style>{self.css}</style><p>{html.escape(step.summary)}</p>{step.html}")
+        self.back.disabled, self.next.disabled = self.index == 0, self.index == len(self.steps) - 1
+
+
+class PanelHost:
+    """The Controller's hooks in a Panel page: timers and thread hand-offs through the Bokeh document
+    (`add_next_tick_callback` is its one thread-safe method); inline outside a server."""
+
+    def __init__(self, app: "WorkbenchApp"):
+        self.app = app
+        self.doc = pn.state.curdoc if pn.state.curdoc is not None and pn.state.curdoc.session_context else None
+
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> None:
+        if self.doc is None:
+            fn()
+        elif delay_ms <= 0:
+            self.doc.add_next_tick_callback(fn)
+        else:
+            self.doc.add_timeout_callback(fn, delay_ms)
+
+    def call_from_thread(self, fn: Callable[[], None]) -> None:
+        if self.doc is None:
+            fn()
+        else:
+            self.doc.add_next_tick_callback(fn)
+
+    def show_result(self, result: AssemblyResult) -> None:
+        self.app.show_result(result)
+
+    def show_error(self, message: str) -> None:
+        self.app.show_error(message)
+
+    def show_editor(self, structural: bool) -> None:
+        self.app.show_editor(structural)
+
+    def show_edit_error(self, error: dict[str, Any]) -> None:
+        if error or self.app.editor.error:
+            self.app.editor.error = error
+
+    def show_panels(self, panels: Panels) -> None:
+        self.app.show_panels(panels)
 
 
 # ---------------------------------------------------------------------------------------- the app
 class WorkbenchApp:
-    """Widgets over one AppState. `layout` is the Panel object; edits are debounced."""
+    """Widgets over one WorkbenchState and Controller. `layout` is the Panel object."""
 
-    def __init__(self, session_path: str | None = None):
+    def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None):
         pn.extension("plotly")
-        self.state = AppState(session_path)
+        self.state = WorkbenchState(session_path, autosave=autosave if autosave is not None else Autosave())
+        self.host = PanelHost(self)
+        self.controller = Controller(self.state, self.host, background=self.host.doc is not None)
         s = self.state
-        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, options=dict(s.sessions), value=s.path)
-        self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template)
+        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, options=dict(s.samples),
+                                                value=self._sample_value())
+        self.upload = pn.widgets.FileInput(accept=".json", multiple=False, sizing_mode="stretch_width")
+        self.save_path = pn.widgets.TextInput(**{LABEL: "Save to"}, value=s.doc.path or "",
+                                              placeholder="a .json path", sizing_mode="stretch_width")
+        self.save_button = pn.widgets.Button(**{LABEL: "Save", COLOR: "primary"}, width=80)
+        self.revert_button = pn.widgets.Button(**{LABEL: "Revert"}, width=80)
+        self.file_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn)
-        self.editor = pn.widgets.TextAreaInput(**{LABEL: self._editor_label()}, value=s.text, height=180,
-                                               placeholder="the last message's text", disabled=not s.editable,
-                                               max_length=MAX_TEXT)
+        self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template)
+        self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
+                                                  value=AUTO)
+        self.editor = MessageEditorPane(self.controller.op, sizing_mode="stretch_width", **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
-            **{LABEL: "Custom template (Jinja; overrides Template)"}, height=140,
-            placeholder="paste a Jinja chat template here", max_length=MAX_TEXT)
-        self.alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
-        self.header = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.budget = pn.pane.Plotly({"data": [], "layout": {}}, height=200, sizing_mode="stretch_width",
+            **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
+            placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width")
+        self.tools = pn.widgets.TextAreaInput(**{LABEL: "Tool schemas (JSON list)"}, height=220, max_length=MAX_TEXT,
+                                              value=s.field_text("tools"), sizing_mode="stretch_width",
+                                              placeholder='[{"type": "function", "function": {...}}]')
+        self.tools_alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.variables = pn.widgets.TextAreaInput(**{LABEL: "Prompt-template variables (JSON object)"}, height=160,
+                                                  max_length=MAX_TEXT, value=s.field_text("variables"),
+                                                  sizing_mode="stretch_width", placeholder='{"name": "value"}')
+        self.variables_alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                   css_classes=["wb-main-alert"])
+        self.header = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.budget = pn.pane.Plotly({"data": [], "layout": {}}, height=170, sizing_mode="stretch_width",
                                      config={"displayModeBar": False})
         self.view = TokenViewPane(sizing_mode="stretch_width")
-        self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width")
-        self._pending = 0
+        self.cache = pn.pane.HTML('<div class="wb-cache">computing every turn…</div>', sizing_mode="stretch_width",
+                                  stylesheets=[CSS])
+        self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
+        self.diff = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.teaching = TeachingPanel()
+        self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
 
-        self.session_select.param.watch(self._on_session, "value")
-        self.turn_select.param.watch(self._on_turn, "value")
-        self.template_select.param.watch(lambda e: self._choose(template=e.new), "value")
-        self.editor.param.watch(self._on_text, ["value_input", "value"])
+        self.session_select.param.watch(lambda e: e.new and self._open(e.new), "value")
+        self.upload.param.watch(self._on_upload, "value")
+        self.save_button.on_click(lambda _e: self._save())
+        self.revert_button.on_click(lambda _e: self._revert())
+        self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
+                                     "value")
+        self.template_select.param.watch(lambda e: self.controller.choose(template=e.new), "value")
+        self.tokenizer_select.param.watch(lambda e: self.controller.choose(tokenizer=e.new), "value")
         self.custom.param.watch(self._on_custom, ["value_input", "value"])
+        self.tools.param.watch(lambda *e: self._on_json("tools", e[-1].new, self.tools_alert), ["value_input", "value"])
+        self.variables.param.watch(lambda *e: self._on_json("variables", e[-1].new, self.variables_alert),
+                                   ["value_input", "value"])
 
-        controls = pn.Column("## Prompt Workbench", self.session_select, self.turn_select, self.template_select,
-                             self.editor, self.custom, width=380)
-        main = pn.Column(self.header, self.alert, self.budget, self.view, "#### Diagnostics", self.diagnostics,
-                         sizing_mode="stretch_width")
+        files = pn.Row(self.save_button, self.revert_button, sizing_mode="stretch_width")
+        extra = pn.Tabs(("Custom template", self.custom), ("Tools", pn.Column(self.tools_alert, self.tools)),
+                        ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
+        controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
+                             "Or open a session file:", self.upload, self.save_path, files, self.file_status,
+                             pn.Row(self.turn_select, self.template_select, sizing_mode="stretch_width"),
+                             pn.Row(self.tokenizer_select, sizing_mode="stretch_width"),
+                             "#### Messages", self.editor, extra, width=520)
+        tabs = pn.Tabs(("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
+                       ("Prefix diff", self.diff), ("Teach", self.teaching.layout), ("Diagnostics", self.diagnostics),
+                       dynamic=False, sizing_mode="stretch_width")
+        main = pn.Column(self.header, self.alert, self.budget, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
-        self.refresh()
+        self._file_status()
+        self.controller.refresh()
+        self.controller.request_panels()
 
     def _turns(self) -> list[int]:
-        return list(range(1, len(self.state.file.turns) + 1))
+        return list(range(1, self.state.doc.turn_count + 1))
 
-    def _editor_label(self) -> str:
-        m = self.state.last_message or {}
-        role = m.get("role", "?") if isinstance(m, dict) else "?"
-        return f"Last message ({role}, turn {self.state.turn})" + ("" if self.state.editable else ": not text")
+    def _sample_value(self) -> str | None:
+        path = self.state.doc.path
+        if path is None:
+            return None
+        return next((p for p in self.state.samples.values() if Path(p).resolve() == Path(path).resolve()), None)
+
+    def _file_status(self, note: str = "") -> None:
+        s = self.state
+        parts = [f"<b>{html.escape(s.doc.name)}</b> · {s.doc.turn_count} turns · {s.doc.format}"]
+        if s.restored_at is not None:
+            parts.append("restored your unsaved edits (autosave); Revert drops them")
+        elif s.doc.dirty:
+            parts.append("edited (autosaved)")
+        if note:
+            parts.append(html.escape(note))
+        self.file_status.object = f'<div class="wb-file-status">{" · ".join(parts)}</div>'
 
     # events --------------------------------------------------------------------------------------
-    def _on_session(self, event: Any) -> None:
+    def _open(self, target: str | SessionDocument) -> None:
         try:
-            self.state.load(event.new)
+            self.controller.open(target)
         except WorkbenchError as exc:
-            self._show_error(str(exc))
+            self.show_error(str(exc))
             return
-        self.turn_select.param.update(options=self._turns(), value=self.state.turn)
-        self._sync_editor()
-        self.refresh()
+        self.save_path.value = self.state.doc.path or str(Path.cwd() / self.state.doc.name)
+        self._file_status()
 
-    def _on_turn(self, event: Any) -> None:
-        if event.new is None or event.new == self.state.turn:
+    def _on_upload(self, event: Any) -> None:
+        if not event.new:
             return
-        self.state.select_turn(int(event.new))
-        self._sync_editor()
-        self.refresh()
-
-    def _sync_editor(self) -> None:
-        s = self.state
-        self.editor.param.update(**{LABEL: self._editor_label()}, value=s.text, value_input=s.text,
-                                 disabled=not s.editable)
-
-    def _choose(self, **changes: Any) -> None:
-        for k, v in changes.items():
-            setattr(self.state, k, v)
-        self.refresh()
-
-    def _on_text(self, *events: Any) -> None:   # value_input per keystroke, value on blur: one or both
-        new = events[-1].new
-        if new is None or new == self.state.text:
+        try:
+            doc = SessionDocument.from_text(bytes(event.new).decode("utf-8"), self.upload.filename or "upload.json")
+        except (WorkbenchError, UnicodeDecodeError) as exc:
+            self.show_error(f"cannot open {self.upload.filename}: {exc}")
             return
-        self.state.text = new
-        self._debounced()
+        self._open(doc)
+
+    def _save(self) -> None:
+        try:
+            target = self.controller.save(self.save_path.value.strip() or None)
+        except WorkbenchError as exc:
+            self._file_status(f"not saved: {exc}")
+            return
+        self._file_status(f"saved to {target}")
+
+    def _revert(self) -> None:
+        self.controller.revert()
+        self._file_status("reverted to the saved file")
 
     def _on_custom(self, *events: Any) -> None:
         new = events[-1].new
-        if new is None or new == self.state.custom_source:
-            return
-        self.state.custom_source = new
-        self._debounced()
+        if new is not None and new != self.state.custom_source:
+            self.controller.choose(custom_source=new)
 
-    def _debounced(self) -> None:
-        """Re-assemble DEBOUNCE_MS after the last keystroke (at once outside a served page)."""
-        self._pending += 1
-        doc = pn.state.curdoc
-        if doc is None or doc.session_context is None:
-            self.refresh()
+    def _on_json(self, name: str, text: str | None, alert: Any) -> None:
+        if text is None or text == self.state.field_text(name):
             return
-        doc.add_timeout_callback(partial(self._fire, self._pending), DEBOUNCE_MS)
-
-    def _fire(self, ticket: int) -> None:
-        if ticket == self._pending:
-            self.refresh()
+        error = self.controller.set_json(name, text)
+        alert.param.update(object=html.escape(error), visible=bool(error))
 
     # output --------------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Assemble and update the views; a failure shows inline and leaves the last good view."""
-        try:
-            result = self.state.assemble()
-        except WorkbenchError as exc:
-            self._show_error(str(exc))
-            return
-        except Exception as exc:  # noqa: BLE001 - the page never dies: one line, last good view kept
-            self._show_error(f"unexpected {type(exc).__name__}: {exc}")
-            return
+    def show_result(self, result: AssemblyResult) -> None:
         self.alert.param.update(object="", visible=False)
         self.view.show(result, self.state.assembler().tokenizer)
         self.header.object = header_html(self.view.header)
         self.budget.object = budget_figure(result)
         self.diagnostics.object = diagnostics_html(result)
+        if self.state.doc.dirty and self.state.restored_at is None:
+            self._file_status()
 
-    def _show_error(self, message: str) -> None:
+    def show_error(self, message: str) -> None:
         shown = message if self.state.result is None else \
             f"{message} — the view shows the last prompt that assembled ({self.state.shown})"
         self.alert.param.update(object=html.escape(shown), visible=True)
         self.view.error = message
+
+    def show_editor(self, structural: bool) -> None:
+        data = self.controller.editor_data()
+        if not structural:
+            data.pop("messages")
+        self.editor.param.update(**data)
+        if structural or self.turn_select.options != self._turns():
+            self.turn_select.param.update(options=self._turns(), value=self.state.turn)
+        elif self.turn_select.value != self.state.turn:
+            self.turn_select.value = self.state.turn
+        for name, box in (("tools", self.tools), ("variables", self.variables)):
+            text = self.state.field_text(name)
+            if box.value != text:
+                box.param.update(value=text, value_input=text)
+
+    def show_panels(self, panels: Panels) -> None:
+        self.cache.object = cache_html(panels)
+        self.cache_chart.object = panels.cache_figure
+        self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
+        self.teaching.update(self.state, panels)
 
 
 def build_app(session_path: str | None = None) -> Any:

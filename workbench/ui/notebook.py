@@ -8,6 +8,7 @@ whole state ("sync") and gets a patch that keeps nothing.
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,291 @@ class TokenView(PatchFeed, _anywidget.AnyWidget):  # type: ignore[misc, name-def
     def _on_front_end(self, _widget: Any, content: dict, _buffers: list) -> None:
         if content.get("type") == "sync":
             self._resync()
+
+
+class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
+    """The messages of a session: add, delete, reorder, edit role, content, tool calls and results.
+    Each edit arrives as an operation and goes to `on_op`; text edits are not echoed back."""
+
+    _esm = WIDGETS / "message_editor.js"
+    _css = WIDGETS / "message_editor.css"
+    messages = _traitlets.List().tag(sync=True)
+    turn_cut = _traitlets.Int(0).tag(sync=True)
+    format = _traitlets.Unicode("openai").tag(sync=True)
+    error = _traitlets.Dict().tag(sync=True)
+
+    def __init__(self, on_op: Any = None, data: dict | None = None, **kw: Any):
+        super().__init__(**(data or {}), **kw)
+        self._on_op = on_op
+        self._data = data
+        self.on_msg(self._on_front_end)
+
+    def _on_front_end(self, _widget: Any, content: dict, _buffers: list) -> None:
+        if content.get("type") == "op" and self._on_op is not None:
+            self._on_op({k: v for k, v in content.items() if k != "type"})
+        elif content.get("type") == "sync":
+            # A newly displayed view: text edits were not echoed, so send the current list.
+            self.send_state("messages")
+
+
+def budget_bar(result: AssemblyResult) -> Any:
+    """The budget bar alone (a Plotly FigureWidget)."""
+    from .charts import budget_figure
+    go = require("plotly.graph_objects", "the notebook charts")
+    return go.FigureWidget(budget_figure(result))
+
+
+def _replace_figure(widget: Any, figure: dict) -> None:
+    with widget.batch_update():
+        widget.data = []
+        widget.add_traces(figure["data"])
+        widget.layout = figure["layout"]
+
+
+class _NotebookHost:
+    """The Controller's hooks in a kernel: edits from the front end assemble on the kernel's event
+    loop (coalesced); the panels' worker updates its widgets from its own thread (ipywidgets sends
+    from any thread), so a cell can wait for it."""
+
+    def __init__(self, wb: "Workbench"):
+        self.wb = wb
+
+    def call_later(self, delay_ms: int, fn: Any) -> None:
+        import asyncio
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or not loop.is_running() or self.wb.synchronous:
+            fn()    # no event loop to come back to (a script), or a scripted call: now
+        else:
+            loop.call_later(delay_ms / 1000, fn)
+
+    def call_from_thread(self, fn: Any) -> None:
+        fn()
+
+    def show_result(self, result: AssemblyResult) -> None:
+        self.wb._show_result(result)
+
+    def show_error(self, message: str) -> None:
+        self.wb._show_error(message)
+
+    def show_editor(self, structural: bool) -> None:
+        self.wb._show_editor(structural)
+
+    def show_edit_error(self, error: dict) -> None:
+        if error or self.wb.editor.error:
+            self.wb.editor.error = error
+
+    def show_panels(self, panels: Any) -> None:
+        self.wb._show_panels(panels)
+
+
+class Workbench:
+    """The whole workbench in a notebook cell: session, turn, template and tokenizer pickers, the
+    message editor, tool-schema and variable editors, a custom template box, and the token view,
+    budget bar, cache panel, prefix diff, teaching step-through and diagnostics. Display it (it is
+    the last value of a cell, or `display(wb)`); `wb.widget` is the ipywidgets box.
+
+    `session`: a session file path (default: the shipped support chat), or a request/conversation
+    dict. Edits made in the page update the views live; the Python methods (`edit`, `choose`,
+    `select_turn`) update them before they return, for scripted notebooks."""
+
+    def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None):
+        from ..tokenizers import names as tokenizer_names
+        from ..templates import shipped_names
+        from .controller import Controller
+        from .document import SessionDocument
+        from .state import AUTO, WorkbenchState
+
+        W = require("ipywidgets", "the notebook widgets")
+        self._W = W
+        self.synchronous = False
+        if isinstance(session, dict):
+            session = SessionDocument(session, None, str(session.get("title") or "session") + ".json")
+        elif session is not None:
+            session = str(session)
+        self.state = WorkbenchState(session, autosave=autosave, template=template)
+        self.controller = Controller(self.state, _NotebookHost(self), background=True)
+        s = self.state
+        self.session_select = W.Dropdown(description="Session", options=list(s.samples.items()),
+                                         value=s.doc.path if s.doc.path in s.samples.values() else None)
+        self.turn_select = W.Dropdown(description="Turn", options=self._turns(), value=s.turn)
+        self.template_select = W.Dropdown(description="Template", options=shipped_names(), value=s.template)
+        self.tokenizer_select = W.Dropdown(description="Tokenizer", options=[AUTO, *tokenizer_names()], value=AUTO)
+        self.editor = MessageEditor(self.controller.op, self.controller.editor_data())
+        box = dict(layout=W.Layout(width="100%", height="160px"))
+        self.custom = W.Textarea(placeholder="paste a Jinja chat template here", **box)
+        self.tools = W.Textarea(value=s.field_text("tools"), **box)
+        self.variables = W.Textarea(value=s.field_text("variables"), **box)
+        self.tools_error, self.variables_error = W.HTML(), W.HTML()
+        self.alert = W.HTML()
+        self.header = W.HTML()
+        self.budget = None
+        self.view = TokenView()
+        self.cache = W.HTML("computing every turn…")
+        self.cache_chart = None
+        self.diff = W.HTML()
+        self.teach_title, self.teach_body = W.HTML(), W.HTML()
+        self.teach_back, self.teach_next = W.Button(description="◀ Back"), W.Button(description="Next ▶")
+        self.teach_steps: list[Any] = []
+        self.teach_index = 0
+        self.diagnostics = W.HTML()
+
+        self.session_select.observe(lambda c: c["new"] and self._open(c["new"]), "value")
+        self._quiet = False
+        self.turn_select.observe(lambda c: not self._quiet and c["new"] and c["new"] != s.turn and
+                                 self.controller.select_turn(c["new"]),
+                                 "value")
+        self.template_select.observe(lambda c: self.controller.choose(template=c["new"]), "value")
+        self.tokenizer_select.observe(lambda c: self.controller.choose(tokenizer=c["new"]), "value")
+        self.custom.observe(lambda c: c["new"] != s.custom_source and self.controller.choose(custom_source=c["new"]),
+                            "value")
+        self.tools.observe(lambda c: self._on_json("tools", c["new"], self.tools_error), "value")
+        self.variables.observe(lambda c: self._on_json("variables", c["new"], self.variables_error), "value")
+        self.teach_back.on_click(lambda _b: self._teach(-1))
+        self.teach_next.on_click(lambda _b: self._teach(+1))
+
+        self.controller.refresh()
+        result = s.result
+        go = require("plotly.graph_objects", "the notebook charts")
+        from .charts import budget_figure
+        self.budget = go.FigureWidget(budget_figure(result) if result is not None else {"data": [], "layout": {}})
+        self.cache_chart = go.FigureWidget({"data": [], "layout": {}})
+        from .html import CSS
+        extra = W.Tab(children=[self.custom, W.VBox([self.tools_error, self.tools]),
+                                W.VBox([self.variables_error, self.variables])])
+        for i, t in enumerate(("Custom template", "Tools", "Variables")):
+            extra.set_title(i, t)
+        tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
+                               W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_title]), self.teach_body]),
+                               self.diagnostics])
+        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "Teach", "Diagnostics")):
+            tabs.set_title(i, t)
+        left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
+                       self.editor, extra], layout=W.Layout(width="40%"))
+        right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, tabs],
+                       layout=W.Layout(width="60%"))
+        self.widget = W.HBox([left, right])
+        self.controller.request_panels()
+
+    # display ----------------------------------------------------------------------------------------
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+    @property
+    def result(self) -> AssemblyResult | None:
+        return self.state.result
+
+    # scripted use -----------------------------------------------------------------------------------
+    def edit(self, index: int, text: str) -> AssemblyResult | None:
+        """Set message `index`'s text (of the selected turn's list), and update the views."""
+        return self._sync(lambda: self.controller.op({"op": "set", "index": index, "field": "content",
+                                                      "value": text}))
+
+    def apply(self, op: dict) -> AssemblyResult | None:
+        """Any message-editor operation (see SessionDocument.apply), then update the views."""
+        return self._sync(lambda: self.controller.op(op))
+
+    def choose(self, **choices: Any) -> AssemblyResult | None:
+        return self._sync(lambda: self.controller.choose(**choices))
+
+    def select_turn(self, turn: int) -> AssemblyResult | None:
+        return self._sync(lambda: self.controller.select_turn(turn))
+
+    def wait(self, timeout: float = 60.0) -> Any:
+        """Compute the cache panel, prefix diff and teaching steps now (also what a background run
+        would show); returns the Panels."""
+        self.synchronous = True
+        try:
+            self.controller._run_panels()
+        finally:
+            self.synchronous = False
+        return self.controller.last_panels
+
+    def _sync(self, fn: Any) -> AssemblyResult | None:
+        self.synchronous = True
+        try:
+            fn()
+            self.controller.refresh()
+        finally:
+            self.synchronous = False
+        return self.state.result
+
+    # events -----------------------------------------------------------------------------------------
+    def _turns(self) -> list[int]:
+        return list(range(1, self.state.doc.turn_count + 1))
+
+    def _open(self, path: str) -> None:
+        try:
+            self.controller.open(path)
+        except Exception as exc:  # noqa: BLE001 - shown inline, the widget keeps running
+            self._show_error(str(exc))
+
+    def _on_json(self, name: str, text: str, out: Any) -> None:
+        if text == self.state.field_text(name):
+            return
+        error = self.controller.set_json(name, text)
+        out.value = f'<span class="wb-diag-error">{escape(error)}</span>' if error else ""
+
+    def _teach(self, delta: int) -> None:
+        if not self.teach_steps:
+            return
+        self.teach_index = max(0, min(self.teach_index + delta, len(self.teach_steps) - 1))
+        step = self.teach_steps[self.teach_index]
+        self.teach_title.value = f"<b>Step {self.teach_index + 1} of {len(self.teach_steps)}: {escape(step.title)}</b>"
+        from .teaching import TEACHING_CSS
+        self.teach_body.value = f"<style>{TEACHING_CSS}</style><p>{escape(step.summary)}</p>{step.html}"
+
+    # output -----------------------------------------------------------------------------------------
+    def _show_result(self, result: AssemblyResult) -> None:
+        from .charts import budget_figure
+        from .html import diagnostics_html, header_html
+        self.alert.value = ""
+        self.view.error = ""
+        self.view._feed(result, self.state.assembler().tokenizer)
+        self.header.value = header_html(self.view.header)
+        if self.budget is not None:
+            _replace_figure(self.budget, budget_figure(result))
+        self.diagnostics.value = diagnostics_html(result)
+
+    def _show_error(self, message: str) -> None:
+        shown = message if self.state.result is None else \
+            f"{message} — the view shows the last prompt that assembled ({self.state.shown})"
+        self.alert.value = f'<div class="wb-diag-error"><b>error:</b> {escape(shown)}</div>'
+        self.view.error = message
+
+    def _show_editor(self, structural: bool) -> None:
+        data = self.controller.editor_data()
+        if not structural:
+            data.pop("messages")
+        for k, v in data.items():
+            setattr(self.editor, k, v)
+        self._quiet = True   # setting options resets the value: not a choice of the user's
+        try:
+            if self.turn_select.options != tuple(self._turns()):
+                self.turn_select.options = self._turns()
+            self.turn_select.value = self.state.turn
+        finally:
+            self._quiet = False
+        for name, box in (("tools", self.tools), ("variables", self.variables)):
+            text = self.state.field_text(name)
+            if box.value != text:
+                box.value = text
+
+    def _show_panels(self, panels: Any) -> None:
+        from .html import cache_html, prefix_diff_html
+        from .teaching import teaching_steps
+        self.cache.value = cache_html(panels)
+        if self.cache_chart is not None:
+            _replace_figure(self.cache_chart, panels.cache_figure)
+        self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
+        if panels.analysis is not None:
+            asm = panels.assembler
+            self.teach_steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
+                                              template_source=getattr(asm.template, "source", None),
+                                              previous=self.state.turn_result(panels.turn - 1),
+                                              analysis=panels.analysis)
+            self.teach_index = min(self.teach_index, len(self.teach_steps) - 1)
+            self._teach(0)

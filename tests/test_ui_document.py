@@ -1,0 +1,221 @@
+"""The workbench's editable session document, its state and controller, without a browser: editor
+operations, atomic saves, autosave and restore, and live assembly that stays exact under edits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workbench import Assembler
+from workbench.errors import SessionFileError
+from workbench.ui.controller import Controller
+from workbench.ui.document import Autosave, EditError, SessionDocument, atomic_write
+from workbench.ui.state import WorkbenchState, sample_sessions
+
+SAMPLES = sample_sessions()
+
+
+def doc(name: str) -> SessionDocument:
+    return SessionDocument.load(SAMPLES[name])
+
+
+# ------------------------------------------------------------------------------ operations
+def test_set_insert_move_delete_and_the_turns_they_touch() -> None:
+    d = doc("coding_corrections.json")
+    n, turns = len(d.messages(1)), d.turn_count
+    last = n - 1
+    e = d.apply({"op": "set", "index": last, "field": "content", "value": "edited"}, turns)
+    assert e.first_turn == turns and not e.structural
+    assert d.request(turns)["messages"][-1]["content"] == "edited"
+    e = d.apply({"op": "set", "index": 1, "field": "content", "value": "first user edit"}, turns)
+    assert e.first_turn == 1                                     # the first request already holds it
+    e = d.apply({"op": "insert", "index": n, "message": {"role": "assistant", "content": "reply"}}, turns)
+    assert e.structural and d.turn_count == turns + 1          # an assistant message opens a turn
+    d.apply({"op": "move", "index": n, "to": n - 1}, turns + 1)
+    assert d.messages(1)[n - 1]["content"] == "reply" and d.messages(1)[n]["content"] == "edited"
+    d.apply({"op": "delete", "index": n - 1}, turns + 1)
+    assert len(d.messages(1)) == n and d.turn_count == turns
+    e = d.apply({"op": "set", "index": last, "field": "role", "value": "assistant"}, turns)
+    assert e.structural and d.request(d.turn_count)["messages"][-1]["role"] == "assistant"
+
+
+def test_requests_handed_out_never_change_under_an_edit() -> None:
+    # Copy on write: an assembler Session compares the next request with the one it was given.
+    d = doc("support_chat.json")
+    before = d.request(d.turn_count)
+    frozen = json.dumps(before, sort_keys=True)
+    d.apply({"op": "set", "index": len(d.messages(1)) - 1, "field": "content", "value": "changed"}, d.turn_count)
+    d.apply({"op": "insert", "index": 0, "message": {"role": "user", "content": "x"}}, d.turn_count)
+    assert json.dumps(before, sort_keys=True) == frozen
+
+
+@pytest.mark.parametrize("op, says", [
+    ({"op": "set", "index": 99, "field": "content", "value": "x"}, "index 99 is not a message"),
+    ({"op": "set", "index": 0, "field": "tool_calls", "value": "[{", "json": True}, "line 1, column 3"),
+    ({"op": "set", "index": 0, "field": "tool_calls", "value": '{"a": 1}', "json": True}, "JSON list of objects"),
+    ({"op": "set", "index": 0, "field": "role", "value": "robot"}, "unknown role 'robot'"),
+    ({"op": "set", "index": 0, "field": "colour", "value": "x"}, "cannot edit field 'colour'"),
+    ({"op": "set", "index": 0, "field": "content", "value": "42", "json": True}, "string or a list of blocks"),
+    ({"op": "insert", "index": 0, "message": {"content": "no role"}}, "needs a role"),
+    ({"op": "explode"}, "unknown editor operation 'explode'"),
+])
+def test_bad_operations_say_what_and_where_and_change_nothing(op: dict, says: str) -> None:
+    d = doc("openai_minimal.json")
+    before = json.dumps(d.data, sort_keys=True)
+    with pytest.raises(EditError, match=says.replace("(", r"\(").replace("[", r"\[")):
+        d.apply(op, d.turn_count)
+    assert json.dumps(d.data, sort_keys=True) == before
+
+
+def test_a_log_is_edited_one_request_at_a_time() -> None:
+    d = doc("timestamp_system.json")
+    assert d.is_log and d.turn_count == 5
+    e = d.apply({"op": "set", "index": 0, "field": "content", "value": "no timestamp"}, 3)
+    assert e.first_turn == 3 and d.request(3)["messages"][0]["content"] == "no timestamp"
+    assert d.request(2)["messages"][0]["content"] != "no timestamp"
+
+
+# ------------------------------------------------------------------------------ files
+def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:
+    d = doc("tool_agent.json")
+    d.apply({"op": "set", "index": 1, "field": "content", "value": "Olá, edited"}, d.turn_count)
+    target = d.save(tmp_path / "mine.json")
+    again = SessionDocument.load(target)
+    assert again.data == d.data and not d.dirty
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]          # no temporary file left behind
+    # A write that cannot happen leaves the old file as it was.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SessionFileError, match="cannot write"):
+        atomic_write(blocker / "inside.json", "{}")
+    # A document that would not load again is never written.
+    d.data["requests"] = "nonsense"
+    with pytest.raises(SessionFileError):
+        d.save(target)
+    assert SessionDocument.load(target).data == again.data
+
+
+def test_autosave_restores_and_sets_a_damaged_one_aside(tmp_path: Path) -> None:
+    auto = Autosave(tmp_path)
+    source = str(Path(SAMPLES["support_chat.json"]).resolve())
+    d = doc("support_chat.json")
+    d.apply({"op": "set", "index": 1, "field": "content", "value": "autosaved edit"}, d.turn_count)
+    f = auto.store(source, d)
+    got = auto.restore(source)
+    assert got is not None and got[0].messages(1)[1]["content"] == "autosaved edit" and got[0].dirty
+    f.write_text('{"document": ')                                       # torn by something else
+    assert auto.restore(source) is None and f.with_suffix(".bad").exists()
+    auto.store(source, d)
+    auto.discard(source)
+    assert auto.restore(source) is None
+
+
+def test_upload_text_errors_name_the_line() -> None:
+    with pytest.raises(EditError, match="line 2, column 1"):
+        SessionDocument.from_text('{"messages": [\n}', "up.json")
+
+
+# ------------------------------------------------------------------------------ state and controller
+class RecordingHost:
+    def __init__(self) -> None:
+        self.results: list[Any] = []
+        self.errors: list[str] = []
+        self.edit_errors: list[dict] = []
+        self.panels: list[Any] = []
+
+    def call_later(self, delay_ms: int, fn: Any) -> None:
+        fn()
+
+    def call_from_thread(self, fn: Any) -> None:
+        fn()
+
+    def show_result(self, result: Any) -> None:
+        self.results.append(result)
+
+    def show_error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def show_editor(self, structural: bool) -> None:
+        pass
+
+    def show_edit_error(self, error: dict) -> None:
+        self.edit_errors.append(error)
+
+    def show_panels(self, panels: Any) -> None:
+        self.panels.append(panels)
+
+
+def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(tmp_path: Path) -> None:
+    state = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
+    host = RecordingHost()
+    c = Controller(state, host, background=False)
+    c.refresh()
+    c.request_panels()
+    first = host.panels[-1]
+    assert first.turns_assembled == state.doc.turn_count - 1           # the live turn came from the view
+    last = len(state.doc.messages(state.turn)) - 1
+    c.op({"op": "set", "index": last, "field": "content", "value": "one more question"})
+    assert host.results[-1].reused_segments > 100
+    assert host.panels[-1].turns_assembled == 0                         # only the live turn had changed
+    c.op({"op": "set", "index": 3, "field": "content", "value": "early edit"})
+    assert host.panels[-1].turns_assembled > 100                        # every later turn holds message 3
+    assert list((tmp_path / "autosave").glob("*.json"))
+    c.op({"op": "set", "index": 0, "field": "tool_calls", "value": "[", "json": True})
+    assert host.edit_errors[-1]["index"] == 0 and "not valid JSON" in host.edit_errors[-1]["message"]
+    assert c.set_json("tools", "{}").startswith("tools: a JSON list")
+    assert c.set_json("variables", "[]").startswith("variables: a JSON object")
+    # Restored after a "reload": a new state over the same file finds the edits.
+    again = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
+    assert again.restored_at is not None and again.doc.messages(1)[3]["content"] == "early edit"
+
+
+def test_prefix_diff_of_the_selected_turn() -> None:
+    state = WorkbenchState(SAMPLES["timestamp_system.json"], autosave=None)
+    state.assemble()
+    p = state.panels()
+    assert p.prefix_diff is not None and p.analysis is not None
+    assert p.analysis.first_divergence == p.prefix_diff["first_divergence"]
+    assert "volatile_content" in {c["code"] for c in p.prefix_diff["causes"]}
+    assert {s.provider for s in p.simulations} == {"openai", "anthropic", "vllm", "sglang"}
+
+
+EDIT = st.one_of(
+    st.tuples(st.just("text"), st.integers(0, 40), st.text(max_size=30)),
+    st.tuples(st.just("insert"), st.integers(0, 40), st.sampled_from(["user", "assistant"])),
+    st.tuples(st.just("delete"), st.integers(0, 40), st.just("")),
+    st.tuples(st.just("move"), st.integers(0, 40), st.integers(0, 40)),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(EDIT, min_size=1, max_size=8), template=st.sampled_from(["qwen2.5", "llama3.1", "gemma3"]))
+def test_live_assembly_after_any_edits_equals_a_cold_assembly(edits: list, template: str) -> None:
+    state = WorkbenchState(SAMPLES["coding_corrections.json"], autosave=None, template=template)
+    state.assemble()
+    for kind, i, arg in edits:
+        n = len(state.doc.messages(state.turn))
+        if n == 0:
+            break
+        i %= n
+        op = {"text": {"op": "set", "index": i, "field": "content", "value": arg},
+              "insert": {"op": "insert", "index": i, "role": arg},
+              "delete": {"op": "delete", "index": i},
+              "move": {"op": "move", "index": i, "to": (arg if isinstance(arg, int) else 0) % n}}[kind]
+        if kind == "delete" and n == 1:
+            continue
+        state.apply(op)
+        try:
+            live = state.assemble()
+        except Exception as exc:  # noqa: BLE001 - a conversation the cleaner refuses: so must cold
+            with pytest.raises(type(exc)):
+                Assembler(template=template, cache=None).assemble(state.doc.request(state.turn))
+            continue
+        cold = Assembler(template=template, cache=None).assemble(state.doc.request(state.turn))
+        assert np.array_equal(live.token_ids, cold.token_ids)
+        assert live.text == cold.text

@@ -1,0 +1,166 @@
+// Message editor: one ES module for both hosts (anywidget in Jupyter, Panel's AnyWidget component).
+// Synced from Python: `messages` (the list being edited), `turn_cut` (how many of them the selected
+// turn's request holds; later ones are shown dimmed), `format`, `error` ({index, field, message}).
+// Every edit goes to Python as an operation ({op: "set"|"insert"|"delete"|"move", ...}); Python
+// applies it to the session document and re-assembles. Text edits are applied here too, so Python
+// never echoes the list back per keystroke; structural edits come back as a new `messages`.
+// Operations travel by model.send where the host has it (anywidget), else through the synced `op`
+// dict (Panel's adapter), numbered so that two equal edits in a row both arrive.
+
+const ROLES = ["system", "user", "assistant", "tool", "developer"];
+const PREVIEW = 90;
+
+let opCounter = 0;
+function sendOp(model, op) {
+  if (typeof model.send === "function") model.send({ type: "op", ...op });
+  else { model.set("op", { ...op, n: ++opCounter, at: Date.now() }); model.save_changes(); }
+}
+
+function contentText(m) {
+  // Plain text for a string content; JSON for a list of blocks (edited as JSON, checked in Python).
+  if (typeof m.content === "string") return { text: m.content, json: false };
+  if (m.content === null || m.content === undefined) return { text: "", json: false };
+  return { text: JSON.stringify(m.content, null, 1), json: true };
+}
+
+function preview(m) {
+  const c = contentText(m).text.replace(/\s+/g, " ").trim();
+  const calls = Array.isArray(m.tool_calls) ? ` [${m.tool_calls.length} tool call(s)]` : "";
+  return (c.length > PREVIEW ? c.slice(0, PREVIEW) + "…" : c) + calls;
+}
+
+function button(text, title, onclick) {
+  const b = document.createElement("button");
+  b.className = "wb-me-btn";
+  b.textContent = text;
+  b.title = title;
+  b.onclick = (e) => { e.stopPropagation(); onclick(); };
+  return b;
+}
+
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "wb-message-editor";
+  const list = document.createElement("div");
+  list.className = "wb-me-list";
+  const foot = document.createElement("div");
+  foot.className = "wb-me-foot";
+  root.append(list, foot);
+  el.appendChild(root);
+  const open = new Set(); // indices whose editors are shown; the last message starts open
+  let lastCount = -1;
+
+  const addBar = () => {
+    foot.textContent = "";
+    const sel = document.createElement("select");
+    for (const r of ROLES) { const o = document.createElement("option"); o.value = r; o.textContent = r; sel.appendChild(o); }
+    sel.value = "user";
+    sel.className = "wb-me-add-role";
+    foot.append("Add a ", sel, " message ");
+    foot.appendChild(button("+ add", "append a message at the end", () => {
+      const n = (model.get("messages") || []).length;
+      open.add(n);
+      sendOp(model, { op: "insert", index: n, role: sel.value });
+    }));
+  };
+
+  const field = (m, i, name, label, value, { json = false, rows = 3, input = false } = {}) => {
+    const wrap = document.createElement("label");
+    wrap.className = `wb-me-field wb-me-${name}`;
+    wrap.append(label);
+    const box = document.createElement(input ? "input" : "textarea");
+    if (!input) box.rows = rows;
+    box.value = value;
+    box.spellcheck = false;
+    box.dataset.index = String(i);
+    box.dataset.field = name;
+    box.addEventListener("input", () => {
+      // Keep our copy current (no echo from Python), then send the edit at once: Python coalesces.
+      const msgs = model.get("messages");
+      if (!json && name === "content") msgs[i] = { ...msgs[i], content: box.value };
+      else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
+      performance.mark(`wb-input-${i}`);
+      sendOp(model, { op: "set", index: i, field: name, value: box.value, json });
+    });
+    wrap.appendChild(box);
+    return wrap;
+  };
+
+  const row = (m, i, cut, err) => {
+    const div = document.createElement("div");
+    div.className = `wb-me-row wb-me-role-${m.role}` + (i >= cut ? " wb-me-later" : "") + (open.has(i) ? " wb-me-open" : "");
+    div.dataset.index = String(i);
+    const head = document.createElement("div");
+    head.className = "wb-me-head";
+    const role = document.createElement("select");
+    role.className = "wb-me-role";
+    for (const r of ROLES) { const o = document.createElement("option"); o.value = r; o.textContent = r; role.appendChild(o); }
+    role.value = ROLES.includes(m.role) ? m.role : "user";
+    role.onclick = (e) => e.stopPropagation();
+    role.onchange = () => sendOp(model, { op: "set", index: i, field: "role", value: role.value });
+    const text = document.createElement("span");
+    text.className = "wb-me-preview";
+    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m);
+    head.append(role, text,
+      button("↑", "move up", () => i > 0 && sendOp(model, { op: "move", index: i, to: i - 1 })),
+      button("↓", "move down", () => i + 1 < (model.get("messages") || []).length &&
+        sendOp(model, { op: "move", index: i, to: i + 1 })),
+      button("+", "insert a user message below", () => { open.add(i + 1); sendOp(model, { op: "insert", index: i + 1, role: "user" }); }),
+      button("✕", "delete this message", () => sendOp(model, { op: "delete", index: i })));
+    head.onclick = () => { open.has(i) ? open.delete(i) : open.add(i); draw(); };
+    div.appendChild(head);
+    if (open.has(i)) {
+      const body = document.createElement("div");
+      body.className = "wb-me-body";
+      const c = contentText(m);
+      body.appendChild(field(m, i, "content", c.json ? "content (JSON blocks)" : "content", c.text,
+        { json: c.json, rows: Math.min(12, Math.max(3, c.text.split("\n").length + 1)) }));
+      if (m.role === "assistant" && model.get("format") !== "anthropic") {
+        const calls = Array.isArray(m.tool_calls) ? JSON.stringify(m.tool_calls, null, 1) : "";
+        body.appendChild(field(m, i, "tool_calls", "tool calls (JSON list)", calls, { json: true, rows: calls ? 6 : 2 }));
+      }
+      if (m.role === "tool") body.appendChild(field(m, i, "tool_call_id", "tool_call_id", m.tool_call_id || "", { input: true }));
+      if (err && err.index === i) {
+        const e = document.createElement("div");
+        e.className = "wb-me-error";
+        e.textContent = err.message;
+        body.appendChild(e);
+      }
+      div.appendChild(body);
+    }
+    return div;
+  };
+
+  const draw = () => {
+    const msgs = model.get("messages") || [];
+    const cut = model.get("turn_cut") ?? msgs.length;
+    const err = model.get("error") || {};
+    if (msgs.length !== lastCount) { if (lastCount < 0 && msgs.length) open.add(msgs.length - 1); lastCount = msgs.length; }
+    // Keep the focused box and its caret across a redraw (an error arriving while typing).
+    const active = document.activeElement;
+    const focus = active && list.contains(active) && active.dataset.field ?
+      { index: active.dataset.index, field: active.dataset.field, start: active.selectionStart, end: active.selectionEnd } : null;
+    list.textContent = "";
+    msgs.forEach((m, i) => list.appendChild(row(m || {}, i, cut, err)));
+    if (err.message && (err.index === null || err.index === undefined)) {
+      const e = document.createElement("div");
+      e.className = "wb-me-error";
+      e.textContent = err.message;
+      list.appendChild(e);
+    }
+    if (focus) {
+      const box = list.querySelector(`[data-index="${focus.index}"][data-field="${focus.field}"]`);
+      if (box) { box.focus(); box.setSelectionRange(focus.start, focus.end); }
+    }
+  };
+
+  model.on("change:messages", draw);
+  model.on("change:turn_cut", draw);
+  model.on("change:error", draw);
+  addBar();
+  draw();
+  if (typeof model.send === "function") model.send({ type: "sync" });
+  return () => {};
+}
+
+export default { render };

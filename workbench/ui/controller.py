@@ -1,0 +1,198 @@
+"""The workbench's behaviour, shared by both hosts (no UI library here): what an edit, a choice or a
+save does, and when the views update. A host (the Panel app, the notebook widget) supplies a few
+hooks: how to run something later on its UI thread, and how to show a result, an error, the
+editor's list and the slower panels.
+
+Timing, so that typing is never blocked and nothing is lost:
+- an edit is applied to the document at once; the assembly that follows is coalesced: the first
+  edit after a quiet moment assembles on the next tick, and edits arriving meanwhile fold into it
+  (no fixed debounce delay: a keystroke repaints within one incremental assembly);
+- the slower panels (every turn, provider simulations, prefix diff) run on one worker thread,
+  PANELS_MS after the last edit; edits made while they run start one more run when it ends;
+- the autosave is written AUTOSAVE_MS after the last edit (atomically), so a reload restores it.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..errors import WorkbenchError
+from ..result import AssemblyResult
+from .document import EditError, SessionDocument
+from .state import Panels, WorkbenchState
+
+PANELS_MS = 300
+AUTOSAVE_MS = 400
+
+
+class Host(Protocol):
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> None: ...   # on the UI thread
+    def call_from_thread(self, fn: Callable[[], None]) -> None: ...            # thread -> UI thread
+    def show_result(self, result: AssemblyResult) -> None: ...
+    def show_error(self, message: str) -> None: ...
+    def show_editor(self, structural: bool) -> None: ...
+    def show_edit_error(self, error: dict[str, Any]) -> None: ...
+    def show_panels(self, panels: Panels) -> None: ...
+
+
+class Controller:
+    def __init__(self, state: WorkbenchState, host: Host, *, background: bool = True):
+        self.state = state
+        self.host = host
+        self.background = background      # False: panels computed inline (tests, no event loop)
+        self._refresh_pending = False
+        self._panels_ticket = 0
+        self._panels_running = False
+        self._panels_again = False
+        self._autosave_ticket = 0
+        self.last_panels: Panels | None = None
+        self.panel_error = ""
+
+    # from the views --------------------------------------------------------------------------------
+    def op(self, op: dict) -> None:
+        """One message-editor operation."""
+        try:
+            edit = self.state.apply(op)
+        except WorkbenchError as exc:
+            self.host.show_edit_error({"index": op.get("index"), "field": op.get("field"), "message": str(exc)})
+            return
+        self.host.show_edit_error({})
+        if edit.structural:
+            self.host.show_editor(True)
+        self.edited()
+
+    def set_json(self, name: str, text: str) -> str:
+        """Tools or variables as JSON text; returns the error to show inline ('' when it applied)."""
+        try:
+            self.state.set_json_field(name, text)
+        except EditError as exc:
+            return str(exc)
+        self.edited()
+        return ""
+
+    def choose(self, **choices: Any) -> None:
+        self.state.choose(**choices)
+        self.refresh()
+        self.request_panels()
+
+    def select_turn(self, turn: int) -> None:
+        self.state.select_turn(turn)
+        self.host.show_editor(False)
+        self.refresh()
+        self.request_panels()
+
+    def open(self, doc: SessionDocument | str) -> None:
+        """Another session: a file path or a document (an upload)."""
+        if isinstance(doc, str):
+            self.state.load(doc)
+        else:
+            self.state.open(doc)
+        self.host.show_editor(True)
+        self.refresh()
+        self.request_panels()
+
+    def save(self, path: str | None = None) -> Path:
+        target = self.state.save(path or None)
+        self.host.show_editor(False)
+        return target
+
+    def revert(self) -> None:
+        self.state.revert()
+        self.host.show_editor(True)
+        self.refresh()
+        self.request_panels()
+
+    def edited(self) -> None:
+        """The document changed: assemble soon, then the panels and the autosave later."""
+        self.request_refresh()
+        self.request_panels()
+        self._autosave_ticket += 1
+        ticket = self._autosave_ticket
+        self.host.call_later(AUTOSAVE_MS, lambda: self._autosave(ticket))
+
+    # assembly --------------------------------------------------------------------------------------
+    def request_refresh(self) -> None:
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.host.call_later(0, self.refresh)
+
+    def refresh(self) -> AssemblyResult | None:
+        """Assemble the selected turn and show it; a failure shows inline and keeps the last good view."""
+        self._refresh_pending = False
+        try:
+            result = self.state.assemble()
+        except WorkbenchError as exc:
+            self.host.show_error(str(exc))
+            return None
+        except Exception as exc:  # noqa: BLE001 - the page never dies: one line, last good view kept
+            self.host.show_error(f"unexpected {type(exc).__name__}: {exc}")
+            return None
+        self.host.show_result(result)
+        return result
+
+    def _autosave(self, ticket: int) -> None:
+        if ticket != self._autosave_ticket:
+            return
+        try:
+            self.state.store_autosave()
+        except WorkbenchError as exc:
+            self.host.show_error(f"autosave failed: {exc}")
+
+    # the slower panels -----------------------------------------------------------------------------
+    def request_panels(self) -> None:
+        if not self.background:
+            self._run_panels()
+            return
+        self._panels_ticket += 1
+        ticket = self._panels_ticket
+        self.host.call_later(PANELS_MS, lambda: self._start_panels(ticket))
+
+    def _start_panels(self, ticket: int) -> None:
+        if ticket != self._panels_ticket:
+            return                     # a later edit scheduled its own run
+        if self._panels_running:
+            self._panels_again = True
+            return
+        self._panels_running = True
+        threading.Thread(target=self._panels_worker, name="workbench-panels", daemon=True).start()
+
+    def _panels_worker(self) -> None:
+        try:
+            panels: Panels | None = self.state.panels()
+            error = ""
+        except WorkbenchError as exc:
+            panels, error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a panel failing must not take the page down
+            panels, error = None, f"unexpected {type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        self.host.call_from_thread(lambda: self._panels_done(panels, error))
+
+    def _panels_done(self, panels: Panels | None, error: str) -> None:
+        self._panels_running = False
+        self.panel_error = error
+        if panels is not None:
+            self.last_panels = panels
+            self.host.show_panels(panels)
+        if self._panels_again:
+            self._panels_again = False
+            self._start_panels(self._panels_ticket)
+
+    def _run_panels(self) -> None:
+        try:
+            panels = self.state.panels()
+        except WorkbenchError as exc:
+            self.panel_error = str(exc)
+            return
+        self.panel_error = ""
+        self.last_panels = panels
+        self.host.show_panels(panels)
+
+    # what the editor shows -------------------------------------------------------------------------
+    def editor_data(self) -> dict[str, Any]:
+        s = self.state
+        msgs = list(s.doc.messages(s.turn))
+        req = s.doc.request(s.turn).get("messages")
+        return {"messages": msgs, "turn_cut": len(req) if isinstance(req, list) else len(msgs), "format": s.doc.format}

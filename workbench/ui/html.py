@@ -1,0 +1,90 @@
+"""Small HTML views shared by both hosts (plain strings, every value escaped): the summary line,
+diagnostics, the cache panel's table and the prefix diff."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..result import AssemblyResult
+    from .state import Panels
+
+CSS = """
+.wb-app-header { font-family: system-ui, sans-serif; font-size: 13px; padding: 4px 0; }
+.wb-diags { font-size: 12.5px; margin: 0; padding-left: 18px; }
+.wb-diag-warning { color: #9a6700; } .wb-diag-error { color: #b42318; }
+.wb-table { border-collapse: collapse; font-size: 12.5px; margin: 4px 0 8px 0; }
+.wb-table td, .wb-table th { border: 1px solid #d0d7de; padding: 2px 8px; text-align: right; }
+.wb-table th { background: #f6f8fa; } .wb-table td:first-child, .wb-table th:first-child { text-align: left; }
+.wb-diff { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; }
+.wb-diff-row { margin: 4px 0; white-space: pre-wrap; word-break: break-word; }
+.wb-diff-tok { border: 1px solid #d0d7de; border-radius: 3px; padding: 0 2px; margin: 0 1px; display: inline-block; }
+.wb-diff-first { background: #ffebe9; border-color: #b42318; font-weight: 700; }
+.wb-diff-after { background: #fff8c5; }
+.wb-causes { font-family: system-ui, sans-serif; font-size: 12.5px; }
+"""
+
+
+def header_html(h: dict[str, Any]) -> str:
+    """The one-line summary, from a token-view patch's header."""
+    b = h["budget"]
+    over = f" · <b>over by {-b['free']}</b>" if b["free"] < 0 else f" · {b['free']} free"
+    dropped = f" · truncation dropped {len(h['dropped'])} message(s)" if h["dropped"] else ""
+    return (f'<div class="wb-app-header"><b class="wb-total">{h["total_tokens"]} tokens</b> · '
+            f'{h["reused_segments"]} of {h["segments"]} segments reused · budget {b["used"]}/{b["input_budget"]}'
+            f'{over}{dropped} · {escape(h["template"])} / {escape(h["tokenizer"])} · '
+            f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>')
+
+
+def diagnostics_html(result: "AssemblyResult") -> str:
+    if not result.diagnostics:
+        return '<div class="wb-diags">no diagnostics</div>'
+    rows = "".join(f'<li class="wb-diag-{d.level}"><b>{d.level}</b> {escape(d.code)}'
+                   f'{"" if d.seq is None else f" (seq {d.seq})"}: {escape(d.message)}</li>'
+                   for d in result.diagnostics)
+    return f'<ul class="wb-diags">{rows}</ul>'
+
+
+def cache_html(p: "Panels") -> str:
+    """This turn's segments by source, the prompt cache's hit rates, and each provider's totals."""
+    src = "".join(f"<tr><td>{escape(k)}</td><td>{v['segments']}</td><td>{v['tokens']:,}</td></tr>"
+                  for k, v in sorted(p.sources.items()))
+    rates = ", ".join(f"{escape(k)} {v:.0%}" for k, v in p.hit_rates.items()) or "no lookups yet"
+    prov = "".join(
+        f"<tr><td>{escape(s.provider)}</td><td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
+        f"<td>{s.hit_ratio:.1%}</td><td>${s.total_cost:.4f}</td></tr>" for s in p.simulations)
+    turns = len(p.simulations[0].turns) if p.simulations else 0
+    return (f'<div class="wb-cache"><b>This turn&#x27;s segments by source</b>'
+            f'<table class="wb-table wb-sources"><tr><th>source</th><th>segments</th><th>tokens</th></tr>{src}</table>'
+            f'<div>prompt cache hit rate: {rates}</div>'
+            f'<b>Provider prefix caches over the {turns} turns</b> (example prices)'
+            f'<table class="wb-table wb-providers"><tr><th>provider</th><th>cached now</th><th>hit ratio</th>'
+            f'<th>session cost</th></tr>{prov}</table>'
+            f'<div class="wb-muted">this update re-assembled {p.turns_assembled} turn(s) in {p.turns_ms:.0f} ms; '
+            f'the selected turn comes from the live view, the others had not changed</div></div>')
+
+
+def prefix_diff_html(diff: dict[str, Any] | None, turn: int) -> str:
+    """The first diverging token between what the engine holds after the previous turn and this
+    turn's prompt, highlighted in both, with the causes and advice."""
+    if turn <= 1:
+        return '<div class="wb-diff wb-diff-none">Turn 1: no previous turn to compare with.</div>'
+    if diff is None:
+        return (f'<div class="wb-diff wb-diff-none">Turn {turn} extends what the engine holds after turn '
+                f'{turn - 1}: the whole previous prompt (and the reply) is a reusable prefix.</div>')
+    d = diff["first_divergence"]
+
+    def row(label: str, toks: list[dict[str, Any]]) -> str:
+        cells = "".join(
+            f'<span class="wb-diff-tok{" wb-diff-first" if t["index"] == d else " wb-diff-after" if t["diverges"] else ""}"'
+            f' title="token {t["index"]} · id {t["id"]}">{escape(t["text"]) or "&nbsp;"}</span>' for t in toks)
+        return f'<div class="wb-diff-row"><b>{label}</b> {cells}</div>'
+
+    causes = "".join(f'<li><b>{escape(c["code"])}</b>: {escape(c["message"])}<br><i>{escape(c["advice"])}</i></li>'
+                     for c in diff["causes"])
+    where = f'{escape(str(diff["segment"]))}' + ("" if diff["seq"] is None else f', seq {diff["seq"]}')
+    return (f'<div class="wb-diff"><div>Turn {turn} diverges from turn {turn - 1} at token <b class="wb-diff-at">{d}</b>'
+            f' ({where}): the engine reuses {d} tokens and prefills the rest.</div>'
+            f'{row("previous", diff["previous"])}{row("this turn", diff["current"])}'
+            f'<ul class="wb-causes">{causes}</ul></div>')

@@ -1,0 +1,283 @@
+"""What the workbench shows, for both hosts (the notebook's `Workbench` and the Panel app), with no
+UI library imported: the session being edited, the choices (turn, template, tokenizer, custom
+template), the live result, and the panels computed from every turn.
+
+Two speeds. `assemble()` is the keystroke path: the selected turn's request through an assembler
+`Session`, so only the changed tail is rendered and tokenized. `panels()` is the slower path, run
+by the host off the keystroke path: every turn of the session assembled once and kept
+(`TurnRecord`), re-assembled only from the first turn an edit touched, then the provider
+simulations over all turns (the cache panel) and the analysis of the selected turn against the
+previous one (the prefix diff).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..analysis import TurnAnalysis, analyze_turn
+from ..assembler import Assembler
+from ..cache.providers import Simulation, TurnPrompt, simulate
+from ..cache.turn_prompts import breakpoints_of, reply_tokens
+from ..errors import WorkbenchError
+from ..result import AssemblyResult
+from ..session import Session
+from ..templates import from_source, get_template
+from .charts import cache_figure, prefix_diff
+from .document import Autosave, Edit, EditError, SessionDocument, new_message, parse_json_field
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SAMPLES = ROOT / "sample_sessions"
+DEFAULT_SESSION = "support_chat.json"
+DEFAULT_TEMPLATE = "qwen2.5"
+AUTO = "auto"                    # the tokenizer: the selected template's own
+PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
+
+
+def sample_sessions() -> dict[str, str]:
+    """File name -> path of every session shipped in `sample_sessions/`."""
+    return {p.name: str(p) for p in sorted(SAMPLES.glob("*.json"))}
+
+
+@dataclass
+class TurnRecord:
+    result: AssemblyResult
+    request: dict
+
+
+@dataclass(frozen=True)
+class Panels:
+    """The slower views: cache panel and prefix diff, for one state of the document."""
+    generation: int                          # the document edit they were computed for
+    turn: int                                # the selected turn they analyse
+    assembler: Assembler                     # what assembled them (its tokenizer decodes their ids)
+    simulations: tuple[Simulation, ...]
+    cache_figure: dict[str, Any]
+    analysis: TurnAnalysis | None
+    prefix_diff: dict[str, Any] | None
+    sources: dict[str, dict[str, int]]       # segment source -> {"segments", "tokens"} (this turn)
+    hit_rates: dict[str, float]              # prompt-cache tier -> hit rate
+    turns_ms: float                          # time to bring every turn up to date
+    turns_assembled: int                     # how many turns that assembled (the rest were kept)
+
+    def summary(self) -> dict[str, Any]:
+        return {"providers": {s.provider: {"hit_ratio": round(s.hit_ratio, 4), "cost": round(s.total_cost, 6),
+                                           "cached_tokens": s.turns[-1].cached_tokens if s.turns else 0}
+                              for s in self.simulations},
+                "sources": self.sources, "hit_rates": self.hit_rates}
+
+
+class WorkbenchState:
+    """The session document, the choices, the assembler and the results. Not thread-safe on its own:
+    hosts call `assemble`/`apply` on their UI thread and `panels` on one worker at a time."""
+
+    def __init__(self, session: str | SessionDocument | None = None, *, autosave: Autosave | None = None,
+                 template: str = DEFAULT_TEMPLATE, restore: bool = True):
+        self.samples = sample_sessions()
+        self.autosave = autosave
+        self.template = template
+        self.tokenizer = AUTO
+        self.custom_source = ""
+        self.result: AssemblyResult | None = None   # the last good one: what the views show
+        self.shown = ""                              # which session, turn and template that was
+        self.error = ""
+        self.restored_at: float | None = None        # when the autosave this state restored was written
+        self.generation = 0                          # bumps with every change of what is assembled
+        self._assemblers: dict[tuple, Assembler] = {}
+        self._session: Session | None = None
+        self._records: list[TurnRecord | None] = []
+        self._lock = threading.Lock()                 # one panels() at a time
+        if isinstance(session, SessionDocument):
+            self.open(session)
+        else:
+            path = session or self.samples.get(DEFAULT_SESSION) or next(iter(self.samples.values()), None)
+            if path is None:
+                raise WorkbenchError("no session to show", hint="pass a session file")
+            self.load(path, restore=restore)
+
+    # the document ----------------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The autosave key: the file the session came from, or its name."""
+        return str(Path(self.doc.path).resolve()) if self.doc.path else self.doc.name
+
+    def load(self, path: str, restore: bool = True) -> None:
+        """Open a session file; with `restore`, the autosaved edits of that file instead, if any."""
+        doc = SessionDocument.load(path)
+        if str(Path(path).resolve()) not in {str(Path(p).resolve()) for p in self.samples.values()}:
+            self.samples[Path(path).name] = path
+        self.restored_at = None
+        if restore and self.autosave is not None:
+            found = self.autosave.restore(str(Path(path).resolve()))
+            if found is not None:
+                doc, self.restored_at = found
+        self.open(doc)
+
+    def open(self, doc: SessionDocument) -> None:
+        self.doc = doc
+        self._session = None    # another conversation: nothing to extend
+        self._records = [None] * doc.turn_count
+        self.turn = doc.turn_count
+        self.generation += 1
+
+    def revert(self) -> None:
+        """Drop the edits: the file as saved, and no autosave."""
+        if self.autosave is not None:
+            self.autosave.discard(self.source)
+        if self.doc.path:
+            self.load(self.doc.path, restore=False)
+
+    def save(self, path: str | None = None) -> Path:
+        old = self.source
+        target = self.doc.save(path)
+        if self.autosave is not None:
+            self.autosave.discard(old)
+        return target
+
+    def store_autosave(self) -> Path | None:
+        if self.autosave is None or not self.doc.dirty:
+            return None
+        return self.autosave.store(self.source, self.doc)
+
+    def apply(self, op: dict) -> Edit:
+        """One message-editor operation on the messages of the selected turn."""
+        was_last = self.turn == self.doc.turn_count
+        if op.get("op") == "insert" and "message" not in op:   # the editor names only the role
+            op = {**op, "message": new_message(str(op.get("role") or "user"), self.doc.format)}
+        edit = self.doc.apply(op, self.turn)
+        self._changed(edit.first_turn, edit.structural)
+        if edit.structural and (was_last or self.turn > self.doc.turn_count):
+            self.turn = self.doc.turn_count   # stay on the last turn as messages come and go
+        return edit
+
+    def set_json_field(self, name: str, text: str) -> None:
+        """Tools or variables typed as JSON: checked here, errors name the box, line and column."""
+        value = parse_json_field(text, name) if text.strip() else None
+        if name == "tools" and value is not None and (
+                not isinstance(value, list) or not all(isinstance(t, dict) for t in value)):
+            raise EditError("tools: a JSON list of tool schemas (objects)",
+                            hint='[{"type": "function", "function": {"name": ..., "parameters": {...}}}]')
+        if name == "variables" and value is not None and not isinstance(value, dict):
+            raise EditError("variables: a JSON object of name: value")
+        edit = self.doc.set_field(self.turn, name, value)
+        self._changed(edit.first_turn, False)
+
+    def field_text(self, name: str) -> str:
+        value = self.doc.field(self.turn, name)
+        return "" if value is None else json.dumps(value, ensure_ascii=False, indent=1)
+
+    def _changed(self, first_turn: int, structural: bool) -> None:
+        self.generation += 1
+        if structural:
+            self._records = (self._records[:first_turn - 1] + [None] * self.doc.turn_count)[:self.doc.turn_count]
+        else:
+            for k in range(first_turn - 1, len(self._records)):
+                self._records[k] = None
+
+    def select_turn(self, turn: int) -> None:
+        if not 1 <= turn <= self.doc.turn_count:
+            raise EditError(f"turn {turn} does not exist: the session has {self.doc.turn_count} turns")
+        self.turn = turn
+
+    def choose(self, *, template: str | None = None, tokenizer: str | None = None,
+               custom_source: str | None = None) -> None:
+        """Switch template, tokenizer or custom template: every turn is assembled anew."""
+        if template is not None:
+            self.template = template
+        if tokenizer is not None:
+            self.tokenizer = tokenizer
+        if custom_source is not None:
+            self.custom_source = custom_source
+        self._records = [None] * self.doc.turn_count
+        self.generation += 1
+
+    # assembly --------------------------------------------------------------------------------------
+    def assembler(self) -> Assembler:
+        cw = self.doc.data.get("context_window")
+        cw = cw if isinstance(cw, int) and cw > 0 else None
+        custom = self.custom_source.strip()
+        key = (self.template, self.tokenizer, custom, cw)
+        asm = self._assemblers.get(key)
+        if asm is None:
+            tok = None if self.tokenizer == AUTO else self.tokenizer
+            if custom:
+                # A custom template counts with the chosen tokenizer, else the selected template's.
+                asm = Assembler(template=from_source(self.custom_source, "custom"),
+                                tokenizer=tok or get_template(self.template).tokenizer, context_window=cw)
+                self._assemblers = {k: a for k, a in self._assemblers.items() if not k[2]}  # one custom at a time
+            else:
+                asm = Assembler(template=self.template, tokenizer=tok, context_window=cw)
+            self._assemblers[key] = asm
+        return asm
+
+    def assemble(self) -> AssemblyResult:
+        """Assemble the selected turn; on a WorkbenchError keep the last good result and record the
+        error (also raised, for the host to show inline)."""
+        try:
+            asm = self.assembler()
+            if self._session is None or self._session.assembler is not asm:
+                self._session = asm.session()
+            request = self.doc.request(self.turn)
+            result = self._session.assemble(request)
+        except WorkbenchError as exc:
+            self.error = str(exc)
+            raise
+        self.result, self.error = result, ""
+        if self.turn - 1 < len(self._records):
+            self._records[self.turn - 1] = TurnRecord(result, request)
+        self.shown = f"{self.doc.name}, turn {self.turn}, {result.template['name']}"
+        return result
+
+    def turn_result(self, turn: int) -> AssemblyResult | None:
+        """Turn `turn`'s result as the panels last assembled it (None if not yet, or no such turn)."""
+        rec = self._records[turn - 1] if 1 <= turn <= len(self._records) else None
+        return rec.result if rec is not None else None
+
+    # the slower panels -----------------------------------------------------------------------------
+    def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto") -> Panels:
+        """Bring every turn up to date (only those an edit touched are assembled again), simulate the
+        providers over them and analyse the selected turn. Runs on a worker thread: it reads a
+        snapshot of the records and assembles with its own Session."""
+        with self._lock:
+            t0 = time.perf_counter()
+            gen, turn, asm = self.generation, self.turn, self.assembler()
+            records = list(self._records)
+            requests = [r.request if r is not None else None for r in records]
+            missing = [k for k, r in enumerate(records) if r is None]
+            if missing:
+                sess = asm.session()
+                for k in range(len(records)):
+                    if records[k] is None:
+                        req = self.doc.request(k + 1) if requests[k] is None else requests[k]
+                        records[k] = TurnRecord(sess.assemble(req), req)
+                if gen == self.generation:   # nothing changed meanwhile: keep them
+                    self._records = [r if cur is None else cur for r, cur in zip(records, self._records)]
+            turns_ms = (time.perf_counter() - t0) * 1e3
+            results = [r.result for r in records if r is not None]
+            prompts = [TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
+                                                output_tokens=reply_tokens(r, results[k + 1] if k + 1 < len(results)
+                                                                           else None))
+                       for k, r in enumerate(results)]
+            sims = tuple(simulate(prompts, p) for p in providers)
+            analysis = diff = None
+            if results and 1 <= turn <= len(results):
+                cur = records[turn - 1]
+                prev = records[turn - 2] if turn > 1 else None
+                previous = (prev.result, asm.prepare(prev.request)[0]) if prev is not None else None
+                analysis = analyze_turn(asm, turn, cur.result, asm.prepare(cur.request)[0], previous)
+                diff = prefix_diff(analysis, asm.tokenizer)
+            shown = records[turn - 1].result if results and 1 <= turn <= len(records) else None
+            sources: dict[str, dict[str, int]] = {}
+            for s in (shown.segments if shown is not None else []):
+                row = sources.setdefault(s.source, {"segments": 0, "tokens": 0})
+                row["segments"] += 1
+                row["tokens"] += s.token_count
+            hit_rates = {}
+            if asm.cache is not None:
+                hit_rates = {str(k): round(v, 4) for k, v in asm.cache.metrics().hit_rate.items()}
+            return Panels(gen, turn, asm, sims, cache_figure(sims), analysis, diff, sources, hit_rates, turns_ms,
+                          len(missing))
