@@ -128,6 +128,7 @@ class RecordingHost:
         self.errors: list[str] = []
         self.edit_errors: list[dict] = []
         self.panels: list[Any] = []
+        self.autosaved = 0
 
     def call_later(self, delay_ms: int, fn: Any) -> None:
         fn()
@@ -137,6 +138,9 @@ class RecordingHost:
 
     def show_result(self, result: Any) -> None:
         self.results.append(result)
+
+    def show_summary(self, result: Any) -> None:
+        assert result is self.results[-1]
 
     def show_error(self, message: str) -> None:
         self.errors.append(message)
@@ -149,6 +153,9 @@ class RecordingHost:
 
     def show_panels(self, panels: Any) -> None:
         self.panels.append(panels)
+
+    def show_autosaved(self) -> None:
+        self.autosaved += 1
 
 
 def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(tmp_path: Path) -> None:
@@ -166,6 +173,7 @@ def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(t
     c.op({"op": "set", "index": 3, "field": "content", "value": "early edit"})
     assert host.panels[-1].turns_assembled > 100                        # every later turn holds message 3
     assert list((tmp_path / "autosave").glob("*.json"))
+    assert c.autosaved and host.autosaved == 2                        # told once per written autosave
     c.op({"op": "set", "index": 0, "field": "tool_calls", "value": "[", "json": True})
     assert host.edit_errors[-1]["index"] == 0 and "not valid JSON" in host.edit_errors[-1]["message"]
     assert c.set_json("tools", "{}").startswith("tools: a JSON list")
@@ -173,6 +181,35 @@ def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(t
     # Restored after a "reload": a new state over the same file finds the edits.
     again = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
     assert again.restored_at is not None and again.doc.messages(1)[3]["content"] == "early edit"
+
+
+class LaterHost(RecordingHost):
+    """Timers held until the test runs them: what a page sees between an edit and its autosave."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[Any] = []
+
+    def call_later(self, delay_ms: int, fn: Any) -> None:
+        (fn() if delay_ms == 0 else self.later.append(fn))
+
+
+def test_the_autosave_status_is_true_only_once_the_edit_is_on_disk(tmp_path: Path) -> None:
+    state = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
+    host = LaterHost()
+    c = Controller(state, host, background=False)
+    c.op({"op": "set", "index": 1, "field": "content", "value": "pending"})
+    assert not c.autosaved and not list((tmp_path / "autosave").glob("*.json"))
+    c.op({"op": "set", "index": 1, "field": "content", "value": "pending, then more"})
+    for fn in host.later:
+        fn()                                  # the first timer is stale: only the second one writes
+    assert c.autosaved and host.autosaved == 1
+    c.op({"op": "set", "index": 1, "field": "content", "value": "saved before the timer"})
+    c.save(str(tmp_path / "saved.json"))
+    assert c.autosaved                        # saving settles it; the timer that follows writes nothing
+    for fn in host.later[-1:]:
+        fn()
+    assert host.autosaved == 1
 
 
 def test_prefix_diff_of_the_selected_turn() -> None:

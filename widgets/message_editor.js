@@ -4,16 +4,32 @@
 // Every edit goes to Python as an operation ({op: "set"|"insert"|"delete"|"move", ...}); Python
 // applies it to the session document and re-assembles. Text edits are applied here too, so Python
 // never echoes the list back per keystroke; structural edits come back as a new `messages`.
-// Operations travel by model.send where the host has it (anywidget), else through the synced `op`
-// dict (Panel's adapter), numbered so that two equal edits in a row both arrive.
+// Operations travel by model.send where the host has it (anywidget), else through the synced `ops`
+// list (Panel's adapter): see sendOp.
 
 const ROLES = ["system", "user", "assistant", "tool", "developer"];
 const PREVIEW = 90;
 
-let opCounter = 0;
+const queues = new WeakMap(); // model -> {n, ops}: the operations the Panel host may not have read yet
+const STRUCTURAL = new Set(["insert", "delete", "move"]);
 function sendOp(model, op) {
-  if (typeof model.send === "function") model.send({ type: "op", ...op });
-  else { model.set("op", { ...op, n: ++opCounter, at: Date.now() }); model.save_changes(); }
+  if (typeof model.send === "function") { model.send({ type: "op", ...op }); return; }
+  // Panel's adapter syncs a property, and its server applies only the latest value of a property
+  // that changed twice before it looked: so the property is a list of the recent operations,
+  // numbered; Python applies those it has not seen. A later "set" of the same field replaces an
+  // earlier one since the last structural operation (it carries the whole value).
+  let q = queues.get(model);
+  if (!q) { q = { n: 0, ops: [] }; queues.set(model, q); }
+  q.n += 1;
+  if (op.op === "set") {
+    let cut = -1;
+    q.ops.forEach((o, k) => { if (STRUCTURAL.has(o.op)) cut = k; });
+    q.ops = q.ops.filter((o, k) => k <= cut || !(o.op === "set" && o.index === op.index && o.field === op.field));
+  }
+  // Always a new array: Bokeh sends a property only when its value is a different object.
+  q.ops = [...q.ops, { ...op, n: q.n }].slice(-32);
+  model.set("ops", q.ops);
+  model.save_changes();
 }
 
 function contentText(m) {

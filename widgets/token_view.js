@@ -28,14 +28,18 @@ function decodeRuns(seg, ids, ends, special, offset) {
   return pieces;
 }
 
+function segLabel(seg) {
+  return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
+    ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
+}
+
 function renderSegment(seg, tokens, showTokens, warnings) {
   const div = document.createElement("div");
   div.className = `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
     ` wb-src-${seg.source}`;
   const label = document.createElement("div");
   label.className = "wb-seg-label";
-  label.textContent = `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
-    ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
+  label.textContent = segLabel(seg);
   div.appendChild(label);
   for (const w of warnings || []) {
     // Injection and other warnings about this message, inline where the text is.
@@ -79,11 +83,14 @@ function render({ model, el }) {
   el.appendChild(root);
   let segs = []; // [{seg, tokens, node}]
   let showTokens = true; // token boundaries: alternate shading per token
+  // The header travels in each patch (the Panel host syncs nothing else per keystroke); anywidget
+  // also syncs it as a trait, which a view drawn before any patch shows.
+  let header = model.get("header") || {};
   const warningsFor = (seq) => seq === null ? [] :
-    ((model.get("header") || {}).diagnostics || []).filter((d) => d.seq === seq && d.level !== "info");
+    ((header || {}).diagnostics || []).filter((d) => d.seq === seq && d.level !== "info");
 
   const drawHeader = () => {
-    const h = model.get("header") || {};
+    const h = header || {};
     const err = model.get("error");
     const b = h.budget || {};
     head.innerHTML = "";
@@ -107,27 +114,50 @@ function render({ model, el }) {
 
   model.on("msg:custom", (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
+    performance.mark("wb-received");
+    if (msg.header) { header = msg.header; drawHeader(); }
     const got = buffers && buffers.length ? buffers : msg.buffers || [];
     const [b0, b1, b2] = [0, 1, 2].map((i) => asView(got[i]));
     const ids = new Uint32Array(b0.buffer, b0.byteOffset, b0.byteLength / 4);
     const ends = new Uint32Array(b1.buffer, b1.byteOffset, b1.byteLength / 4);
     const special = new Uint8Array(b2.buffer, b2.byteOffset, b2.byteLength);
-    for (const old of segs.slice(msg.keep)) old.node.remove();
-    segs = segs.slice(0, msg.keep);
     let offset = 0;
-    for (const seg of msg.segments) {
+    const fresh = msg.segments.map((seg) => {
       const tokens = decodeRuns(seg, ids, ends, special, offset);
       offset += seg.end - seg.start;
-      const node = renderSegment(seg, tokens, showTokens, warningsFor(seg.seq));
-      list.appendChild(node);
-      segs.push({ seg, tokens, node });
+      return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq)) };
+    });
+    // runs: which segments we hold stay (moved by `shift` tokens), in order, between the new ones;
+    // without runs, the first `keep` stay and the new ones follow.
+    const runs = msg.runs || [{ old: 0, count: msg.keep, shift: 0 }, { new: fresh.length }];
+    const next = [];
+    let k = 0;
+    for (const run of runs) {
+      if (run.new !== undefined) { next.push(...fresh.slice(k, k + run.new)); k += run.new; continue; }
+      for (const s of segs.slice(run.old, run.old + run.count)) {
+        if (run.shift) {
+          s.seg = { ...s.seg, start: s.seg.start + run.shift, end: s.seg.end + run.shift };
+          s.node.querySelector(".wb-seg-label").textContent = segLabel(s.seg);
+        }
+        next.push(s);
+      }
     }
-    const v = model.get("version");
+    const staying = new Set(next);
+    for (const s of segs) if (!staying.has(s)) s.node.remove();
+    // Put the nodes in order, touching only those not already where they belong.
+    let before = null;
+    for (let i = next.length - 1; i >= 0; i--) {
+      const node = next[i].node;
+      if (node.nextSibling !== before || node.parentNode !== list) list.insertBefore(node, before);
+      before = node;
+    }
+    segs = next;
+    const v = msg.version ?? model.get("version");
     performance.mark(`wb-patched-${v}`);
     // The next frame: the patch is painted (what a keystroke-to-repaint benchmark measures).
     requestAnimationFrame(() => performance.mark(`wb-painted-${v}`));
   });
-  model.on("change:header", drawHeader);
+  model.on("change:header", () => { header = model.get("header") || {}; drawHeader(); });
   model.on("change:error", drawHeader);
   drawHeader();
   // A new view asks for the whole state.

@@ -18,6 +18,7 @@ The Panel host differs from anywidget in two places of the widgets' protocol:
 
 from __future__ import annotations
 
+import gc
 import html
 import socket
 import sys
@@ -55,14 +56,15 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
     _esm = WIDGETS / "token_view.js"
     _stylesheets = [(WIDGETS / "token_view.css").read_text("utf-8")]
 
-    header = param.Dict(default={}, doc="totals, budget, diagnostics: small, always sent")
-    version = param.Integer(default=0, doc="bumps with each patch")
     error = param.String(default="", doc="shown inline; the view keeps the last good state")
     sync = param.Integer(default=0, doc="bumped by a newly rendered front end: send it everything")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.patches_sent: list[int] = []
+        # Not synced: they travel inside each patch, so a keystroke sends one message, no property.
+        self.header: dict[str, Any] = {}
+        self.version = 0
         self.param.watch(lambda _e: self._resync(), "sync")
 
     def show(self, result: AssemblyResult, tokenizer: Any) -> Patch:
@@ -70,8 +72,10 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
 
     def _deliver(self, patch: Patch) -> None:
         content, buffers = patch.message()
-        self.param.update(header=patch.header, error="", version=self.version + 1)
-        self.send({**content, "buffers": buffers})  # Panel's adapter carries them as binary frames
+        self.header, self.version = patch.header, self.version + 1
+        if self.error:
+            self.error = ""
+        self.send({**content, "version": self.version, "buffers": buffers})  # buffers: binary frames
 
     def _handle_msg(self, data: Any) -> None:
         # Should Panel's adapter gain model.send, the module's {"type": "sync"} arrives here instead.
@@ -85,15 +89,28 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     _esm = WIDGETS / "message_editor.js"
     _stylesheets = [(WIDGETS / "message_editor.css").read_text("utf-8")]
 
+    # Panel waits 50 ms (its default debounce) before applying a change from the browser; an edit
+    # is one small operation that the Controller coalesces itself, so it is applied at once.
+    _debounce = 0
+
     messages = param.List(default=[], doc="the messages being edited (sent on load and structural edits)")
     turn_cut = param.Integer(default=0, doc="how many of them the selected turn's request holds")
     format = param.String(default="openai")
     error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
-    op = param.Dict(default={}, doc="the front end's last operation (numbered)")
+    ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
 
     def __init__(self, on_op: Callable[[dict], None], **params: Any):
         super().__init__(**params)
-        self.param.watch(lambda e: e.new and on_op({k: v for k, v in e.new.items() if k not in ("n", "at")}), "op")
+        self.applied = 0     # the number of the last operation applied
+        self._on_op = on_op
+        self.param.watch(self._on_ops, "ops")
+
+    def _on_ops(self, event: Any) -> None:
+        for op in event.new or []:
+            n = op.get("n") if isinstance(op, dict) else None
+            if isinstance(n, int) and n > self.applied:
+                self.applied = n
+                self._on_op({k: v for k, v in op.items() if k != "n"})
 
 
 class TeachingPanel:
@@ -159,6 +176,9 @@ class PanelHost:
     def show_result(self, result: AssemblyResult) -> None:
         self.app.show_result(result)
 
+    def show_summary(self, result: AssemblyResult) -> None:
+        self.app.show_summary(result)
+
     def show_error(self, message: str) -> None:
         self.app.show_error(message)
 
@@ -169,8 +189,16 @@ class PanelHost:
         if error or self.app.editor.error:
             self.app.editor.error = error
 
+    def show_autosaved(self) -> None:
+        self.app._file_status()
+
     def show_panels(self, panels: Panels) -> None:
         self.app.show_panels(panels)
+        if self.doc is not None:
+            # Every turn's result is held now, long-lived: without this, each full collection
+            # walks them all (100-300 ms on the 1,000-message session, a pause in the middle of
+            # typing). Frozen objects are still freed by reference counting when dropped.
+            gc.freeze()
 
 
 # ---------------------------------------------------------------------------------------- the app
@@ -191,10 +219,11 @@ class WorkbenchApp:
         self.save_button = pn.widgets.Button(**{LABEL: "Save", COLOR: "primary"}, width=80)
         self.revert_button = pn.widgets.Button(**{LABEL: "Revert"}, width=80)
         self.file_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
-        self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn)
-        self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template)
+        self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn, width=150)
+        self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template,
+                                              width=150)
         self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
-                                                  value=AUTO)
+                                                  value=AUTO, width=150)
         self.editor = MessageEditorPane(self.controller.op, sizing_mode="stretch_width", **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
             **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
@@ -238,8 +267,7 @@ class WorkbenchApp:
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
-                             pn.Row(self.turn_select, self.template_select, sizing_mode="stretch_width"),
-                             pn.Row(self.tokenizer_select, sizing_mode="stretch_width"),
+                             pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              "#### Messages", self.editor, extra, width=520)
         tabs = pn.Tabs(("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
                        ("Prefix diff", self.diff), ("Teach", self.teaching.layout), ("Diagnostics", self.diagnostics),
@@ -265,10 +293,12 @@ class WorkbenchApp:
         if s.restored_at is not None:
             parts.append("restored your unsaved edits (autosave); Revert drops them")
         elif s.doc.dirty:
-            parts.append("edited (autosaved)")
+            parts.append("edited (autosaved)" if self.controller.autosaved else "edited · autosaving…")
         if note:
             parts.append(html.escape(note))
-        self.file_status.object = f'<div class="wb-file-status">{" · ".join(parts)}</div>'
+        shown = f'<div class="wb-file-status">{" · ".join(parts)}</div>'
+        if self.file_status.object != shown:
+            self.file_status.object = shown
 
     # events --------------------------------------------------------------------------------------
     def _open(self, target: str | SessionDocument) -> None:
@@ -315,8 +345,12 @@ class WorkbenchApp:
 
     # output --------------------------------------------------------------------------------------
     def show_result(self, result: AssemblyResult) -> None:
-        self.alert.param.update(object="", visible=False)
+        """The keystroke path: the token view's patch, and nothing else."""
+        if self.alert.visible:
+            self.alert.param.update(object="", visible=False)
         self.view.show(result, self.state.assembler().tokenizer)
+
+    def show_summary(self, result: AssemblyResult) -> None:
         self.header.object = header_html(self.view.header)
         self.budget.object = budget_figure(result)
         self.diagnostics.object = diagnostics_html(result)

@@ -7,9 +7,13 @@ Timing, so that typing is never blocked and nothing is lost:
 - an edit is applied to the document at once; the assembly that follows is coalesced: the first
   edit after a quiet moment assembles on the next tick, and edits arriving meanwhile fold into it
   (no fixed debounce delay: a keystroke repaints within one incremental assembly);
+- the summary views (header line, budget bar, diagnostics) follow SUMMARY_MS after the last
+  assembly, so that a keystroke's own update is only the token view's patch;
 - the slower panels (every turn, provider simulations, prefix diff) run on one worker thread,
   PANELS_MS after the last edit; edits made while they run start one more run when it ends;
-- the autosave is written AUTOSAVE_MS after the last edit (atomically), so a reload restores it.
+- the autosave is written AUTOSAVE_MS after the last edit (atomically), so a reload restores it;
+  `autosaved` says whether the latest edit is on disk yet, and the host is told when it is (the
+  file status says "autosaved" only then: a page reloaded before that would lose the edit).
 """
 
 from __future__ import annotations
@@ -24,18 +28,21 @@ from ..result import AssemblyResult
 from .document import EditError, SessionDocument
 from .state import Panels, WorkbenchState
 
-PANELS_MS = 300
+SUMMARY_MS = 400
+PANELS_MS = 500
 AUTOSAVE_MS = 400
 
 
 class Host(Protocol):
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> None: ...   # on the UI thread
     def call_from_thread(self, fn: Callable[[], None]) -> None: ...            # thread -> UI thread
-    def show_result(self, result: AssemblyResult) -> None: ...
+    def show_result(self, result: AssemblyResult) -> None: ...                 # the token view
+    def show_summary(self, result: AssemblyResult) -> None: ...                # header, budget, diagnostics
     def show_error(self, message: str) -> None: ...
     def show_editor(self, structural: bool) -> None: ...
     def show_edit_error(self, error: dict[str, Any]) -> None: ...
     def show_panels(self, panels: Panels) -> None: ...
+    def show_autosaved(self) -> None: ...                                      # the latest edit is on disk
 
 
 class Controller:
@@ -48,6 +55,8 @@ class Controller:
         self._panels_running = False
         self._panels_again = False
         self._autosave_ticket = 0
+        self.autosaved = True             # the latest edit is in the autosave file (or nothing to save)
+        self._summary_ticket = 0
         self.last_panels: Panels | None = None
         self.panel_error = ""
 
@@ -90,26 +99,35 @@ class Controller:
             self.state.load(doc)
         else:
             self.state.open(doc)
+        self._settled()
         self.host.show_editor(True)
         self.refresh()
         self.request_panels()
 
     def save(self, path: str | None = None) -> Path:
         target = self.state.save(path or None)
+        self._settled()
         self.host.show_editor(False)
         return target
 
     def revert(self) -> None:
         self.state.revert()
+        self._settled()
         self.host.show_editor(True)
         self.refresh()
         self.request_panels()
+
+    def _settled(self) -> None:
+        """Nothing left to autosave (opened, saved or reverted): a pending autosave is dropped."""
+        self._autosave_ticket += 1
+        self.autosaved = True
 
     def edited(self) -> None:
         """The document changed: assemble soon, then the panels and the autosave later."""
         self.request_refresh()
         self.request_panels()
         self._autosave_ticket += 1
+        self.autosaved = False
         ticket = self._autosave_ticket
         self.host.call_later(AUTOSAVE_MS, lambda: self._autosave(ticket))
 
@@ -131,15 +149,41 @@ class Controller:
             self.host.show_error(f"unexpected {type(exc).__name__}: {exc}")
             return None
         self.host.show_result(result)
+        self._summary_ticket += 1
+        ticket = self._summary_ticket
+        self.host.call_later(SUMMARY_MS, lambda: self._summary(ticket))
         return result
 
+    def _summary(self, ticket: int) -> None:
+        if ticket == self._summary_ticket and self.state.result is not None:
+            self.host.show_summary(self.state.result)
+
     def _autosave(self, ticket: int) -> None:
-        if ticket != self._autosave_ticket:
+        """Write the autosave from a snapshot on a thread: serializing a long session (and the
+        fsync) never holds up the next keystroke."""
+        s = self.state
+        if ticket != self._autosave_ticket or s.autosave is None or not s.doc.dirty:
             return
-        try:
-            self.state.store_autosave()
-        except WorkbenchError as exc:
-            self.host.show_error(f"autosave failed: {exc}")
+        source, snap, store = s.source, s.doc.snapshot(), s.autosave.store
+
+        def written() -> None:
+            if ticket == self._autosave_ticket:       # no edit since the snapshot
+                self.autosaved = True
+                self.host.show_autosaved()
+
+        def write() -> None:
+            try:
+                store(source, snap)
+            except WorkbenchError as exc:
+                message = f"autosave failed: {exc}"
+                self.host.call_from_thread(lambda: self.host.show_error(message))
+                return
+            self.host.call_from_thread(written)
+
+        if self.background:
+            threading.Thread(target=write, name="workbench-autosave", daemon=True).start()
+        else:
+            write()
 
     # the slower panels -----------------------------------------------------------------------------
     def request_panels(self) -> None:

@@ -257,6 +257,14 @@ class SessionDocument:
         raise EditError(f"{where}: cannot edit field {name!r}",
                         hint="edit content, role, tool_calls, tool_call_id or name")
 
+    def snapshot(self) -> dict:
+        """The data as it is now, safe to serialize on another thread while edits go on: edits
+        replace message lists and messages (copy on write), so copying the containers they are
+        stored in is enough."""
+        if self.is_log:
+            return {**self.data, "requests": [dict(r) for r in self.data["requests"]]}
+        return dict(self.data)
+
     # files ----------------------------------------------------------------------------------------
     def to_text(self) -> str:
         return json.dumps(self.data, ensure_ascii=False, indent=1) + "\n"
@@ -293,9 +301,11 @@ class Autosave:
         digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
         return self.folder / f"{Path(source).stem}-{digest}.json"
 
-    def store(self, source: str, doc: SessionDocument) -> Path:
+    def store(self, source: str, doc: SessionDocument | dict) -> Path:
+        """Write the document (or a `snapshot()` of it: the write may run on another thread)."""
         f = self._file(source)
-        atomic_write(f, json.dumps({"source": source, "saved_at": time.time(), "document": doc.data},
+        data = doc.data if isinstance(doc, SessionDocument) else doc
+        atomic_write(f, json.dumps({"source": source, "saved_at": time.time(), "document": data},
                                    ensure_ascii=False))
         return f
 

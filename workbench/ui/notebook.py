@@ -123,6 +123,9 @@ class _NotebookHost:
     def show_result(self, result: AssemblyResult) -> None:
         self.wb._show_result(result)
 
+    def show_summary(self, result: AssemblyResult) -> None:
+        self.wb._show_summary(result)
+
     def show_error(self, message: str) -> None:
         self.wb._show_error(message)
 
@@ -135,6 +138,9 @@ class _NotebookHost:
 
     def show_panels(self, panels: Any) -> None:
         self.wb._show_panels(panels)
+
+    def show_autosaved(self) -> None:
+        pass    # a notebook keeps its edits in the kernel; an autosave, when asked for, needs no notice
 
 
 class Workbench:
@@ -296,11 +302,13 @@ class Workbench:
 
     # output -----------------------------------------------------------------------------------------
     def _show_result(self, result: AssemblyResult) -> None:
-        from .charts import budget_figure
-        from .html import diagnostics_html, header_html
         self.alert.value = ""
         self.view.error = ""
         self.view._feed(result, self.state.assembler().tokenizer)
+
+    def _show_summary(self, result: AssemblyResult) -> None:
+        from .charts import budget_figure
+        from .html import diagnostics_html, header_html
         self.header.value = header_html(self.view.header)
         if self.budget is not None:
             _replace_figure(self.budget, budget_figure(result))

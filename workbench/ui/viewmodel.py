@@ -2,9 +2,12 @@
 
 `TokenViewModel.update(result)` compares the new result's segments with the ones it sent last
 time and returns a `Patch`: how many leading segments the front end keeps, the metadata of the
-segments after them, and three binary buffers for their tokens (ids as uint32, each token's
-end offset in its segment's text as uint32, a special-token flag per token as uint8). So the
-bytes per update follow the changed segments, not the prompt. No UI library is imported here.
+segments it does not have, and three binary buffers for their tokens (ids as uint32, each
+token's end offset in its segment's text as uint32, a special-token flag per token as uint8).
+When segments the front end holds come back after a change further up (truncation dropped an
+old message, so everything after it moved), `runs` says which of them to keep and by how many
+tokens they moved, so only the new segments travel. So the bytes per update follow the changed
+segments, not the prompt. No UI library is imported here.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from ..result import AssemblyResult
     from ..tokenizers.base import Tokenizer
 
-SegmentKey = tuple[str, "str | None", "int | None", str]
+SegmentKey = tuple[str, "str | None", "int | None", str, int]
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class Patch:
     keep: int                         # leading segments the front end keeps from its current state
     segments: list[dict[str, Any]]    # metadata of the segments after them, in order
     header: dict[str, Any]            # totals, budget, dropped, diagnostics: small, always sent
+    runs: list[dict[str, int]] | None = None   # the new list, in order: {"old": i, "count": n, "shift": d}
+                                      # (keep old segments i..i+n-1, moved by d tokens) or {"new": n}
+                                      # (the next n of `segments`); None: keep `keep`, then `segments`
     ids: bytes = b""                  # uint32 little-endian, the tokens of `segments`, concatenated
     ends: bytes = b""                 # uint32: each token's end (characters) in its segment's text
     special: bytes = b""              # uint8: 1 for a special (control) token
@@ -40,12 +46,15 @@ class Patch:
 
     def message(self) -> tuple[dict[str, Any], list[bytes]]:
         """The JSON part and the binary buffers, as a widget message carries them."""
-        return ({"type": "patch", "keep": self.keep, "segments": self.segments, "header": self.header},
-                [self.ids, self.ends, self.special])
+        content = {"type": "patch", "keep": self.keep, "segments": self.segments, "header": self.header}
+        if self.runs is not None:
+            content["runs"] = self.runs
+        return content, [self.ids, self.ends, self.special]
 
 
 def _key(s: Segment) -> SegmentKey:
-    return (s.kind, s.role, s.seq, s.text)
+    # The ids too (as a hash): the same text can tokenize differently after a moved boundary.
+    return (s.kind, s.role, s.seq, s.text, hash(np.asarray(s.token_ids).tobytes()))
 
 
 class TokenViewModel:
@@ -54,6 +63,7 @@ class TokenViewModel:
     def __init__(self, tokenizer: "Tokenizer"):
         self.tokenizer = tokenizer
         self.sent: list[SegmentKey] = []
+        self._starts: list[int] = []          # token start of each sent segment
         self._ends: dict[SegmentKey, np.ndarray] = {}
         self._specials = np.array(sorted(tokenizer.specials.values()), dtype=np.uint32)
 
@@ -65,7 +75,7 @@ class TokenViewModel:
         segs = originals(result.segments)
         keys = [_key(s) for s in segs]
         keep = first_difference(self.sent, keys)
-        fresh = segs[keep:]
+        runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
         for s in fresh:
             metas.append({"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
@@ -73,11 +83,38 @@ class TokenViewModel:
             ids.append(np.asarray(s.token_ids, dtype="<u4"))
             ends.append(self._token_ends(s))
         all_ids = np.concatenate(ids) if ids else np.zeros(0, "<u4")
-        patch = Patch(keep=keep, segments=metas, header=header(result, len(segs)),
+        patch = Patch(keep=keep, segments=metas, header=header(result, len(segs)), runs=runs,
                       ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
                       special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
-        self.sent = keys
+        self.sent, self._starts = keys, [s.start for s in segs]
         return patch
+
+    def _runs(self, keys: list[SegmentKey], segs: list[Segment], keep: int
+              ) -> tuple[list[dict[str, int]] | None, list[Segment]]:
+        """Old segments to keep past the common prefix, in order, and the segments to send."""
+        old_at = {k: i for i, k in enumerate(self.sent)}
+        runs: list[dict[str, int]] = [{"old": 0, "count": keep, "shift": 0}] if keep else []
+        fresh: list[Segment] = []
+        last = keep - 1                       # old segments are kept in their order
+        for j in range(keep, len(keys)):
+            i = old_at.get(keys[j], -1)
+            if i > last:
+                shift = segs[j].start - self._starts[i]
+                r = runs[-1] if runs else None
+                if r is not None and "old" in r and r["old"] + r["count"] == i and r["shift"] == shift:
+                    r["count"] += 1
+                else:
+                    runs.append({"old": i, "count": 1, "shift": shift})
+                last = i
+            else:
+                fresh.append(segs[j])
+                if runs and "new" in runs[-1]:
+                    runs[-1]["new"] += 1
+                else:
+                    runs.append({"new": 1})
+        if len(fresh) == len(segs) - keep:    # nothing kept past the prefix: the simple form
+            return None, fresh
+        return runs, fresh
 
     def _token_ends(self, s: Segment) -> np.ndarray:
         """Character offset where each token of the segment ends. A token that ends inside a
