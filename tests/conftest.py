@@ -1,5 +1,29 @@
 import sys
 from pathlib import Path
+from typing import Iterator
 
-# tests/ helpers (oracles, corpus) import as top-level modules
+import pytest
+
+# tests/ helpers (oracles, corpus, browser) import as top-level modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """The system Chromium, headless, driven by Playwright (tests/browser.py says which binary). A
+    missing part is a failure that says what to install, never a skip."""
+    from browser import find_chromium, launch_args
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("pip install playwright (the test extra)")
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.fail("no system Chromium: apt-get install chromium (or set WORKBENCH_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=launch_args())
+        try:
+            yield b
+        finally:
+            b.close()
