@@ -19,22 +19,40 @@ def run(name: str) -> nbformat.NotebookNode:
     return nb
 
 
+def printed(cell: nbformat.NotebookNode) -> dict:
+    """The JSON a cell printed."""
+    return json.loads("".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream"))
+
+
+def is_widget(cell: nbformat.NotebookNode) -> bool:
+    """The cell displayed a widget (a widget-view output, not just a repr)."""
+    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+
+
 def test_quickstart_runs_and_the_view_gets_patches() -> None:
     nb = run("quickstart.ipynb")
-    last = nb.cells[-1].outputs
-    state = json.loads("".join(o.get("text", "") for o in last if o.get("output_type") == "stream"))
+    state = printed(nb.cells[6])
     assert state["keep"] > 0 and state["version"] == 2
     first, second = state["sent"]
     assert second * 20 < first
-    # the view was displayed as a widget (a widget-view output, not just a repr)
-    view_out = nb.cells[3].outputs
-    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in view_out)
+    assert is_widget(nb.cells[3])
+    # The whole Workbench, edited and switched from code, and the pieces on their own.
+    wb = printed(nb.cells[-1])
+    assert wb["edited"] == "Short question now." and wb["view_has"]     # the editor and the prompt agree
+    assert wb["template"] == "llama3.1" and wb["special"]
+    assert wb["tokens"] != wb["tokens_before"]
+    assert wb["providers"] == ["openai", "anthropic", "vllm", "sglang"] and wb["turns"] == 5
+    assert wb["first_divergence"] is not None and "volatile_content" in wb["causes"]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    shown = [c for c in code if is_widget(c)]
+    assert len(shown) >= 5          # token view, Workbench, budget bar, cache panel, prefix diff
+    assert wb["diff_marked"]                 # the standalone diff marks the first diverging token
+    assert wb["cache_traces"] >= 4           # the standalone cache chart: a line per provider
 
 
 def test_teaching_runs_and_tells_the_whole_story() -> None:
     nb = run("teaching.ipynb")
-    last = nb.cells[-1].outputs
-    facts = json.loads("".join(o.get("text", "") for o in last if o.get("output_type") == "stream"))
+    facts = printed(nb.cells[-1])
     assert facts["keys"] == ["messages", "template", "text", "tokens", "budget", "prefill", "reuse"]
     assert facts["tokens"] > 0 and facts["tokens_turn2"] > facts["tokens"]
     assert facts["turn1_previous"] is False
@@ -44,5 +62,5 @@ def test_teaching_runs_and_tells_the_whole_story() -> None:
     assert facts["view_version"] == 2
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     # the token view was displayed as a widget, and each step as HTML
-    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    assert any(is_widget(c) for c in nb.cells if c.cell_type == "code")
     assert sum('<mark class="wb-t-special">' in o.get("data", {}).get("text/html", "") for o in outputs) >= 2

@@ -58,6 +58,7 @@ class Controller:
         self.autosaved = True             # the latest edit is in the autosave file (or nothing to save)
         self._summary_ticket = 0
         self.last_panels: Panels | None = None
+        self._publish_lock = threading.Lock()
         self.panel_error = ""
 
     # from the views --------------------------------------------------------------------------------
@@ -218,8 +219,7 @@ class Controller:
         self._panels_running = False
         self.panel_error = error
         if panels is not None:
-            self.last_panels = panels
-            self.host.show_panels(panels)
+            self._publish(panels)
         if self._panels_again:
             self._panels_again = False
             self._start_panels(self._panels_ticket)
@@ -231,8 +231,18 @@ class Controller:
             self.panel_error = str(exc)
             return
         self.panel_error = ""
-        self.last_panels = panels
-        self.host.show_panels(panels)
+        self._publish(panels)
+
+    def _publish(self, panels: Panels) -> None:
+        """Show panels unless newer ones are shown already. A notebook shows them from the worker's
+        thread while a cell may run them too (`Workbench.wait`): one at a time (plotly's figure
+        widgets break when two threads replace their traces at once), never older over newer."""
+        with self._publish_lock:
+            shown = self.last_panels
+            if shown is not None and panels.generation < shown.generation:
+                return
+            self.last_panels = panels
+            self.host.show_panels(panels)
 
     # what the editor shows -------------------------------------------------------------------------
     def editor_data(self) -> dict[str, Any]:

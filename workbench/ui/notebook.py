@@ -91,6 +91,38 @@ def budget_bar(result: AssemblyResult) -> Any:
     return go.FigureWidget(budget_figure(result))
 
 
+def _panels(session: Any, template: str, turn: int | None) -> Any:
+    from .document import SessionDocument
+    from .state import WorkbenchState
+    if isinstance(session, dict):
+        session = SessionDocument(session, None, str(session.get("title") or "session") + ".json")
+    state = WorkbenchState(session if isinstance(session, SessionDocument) else str(session),
+                           autosave=None, template=template, restore=False)
+    if turn is not None:
+        state.select_turn(turn)
+    state.assemble()
+    return state.panels()
+
+
+def cache_panel(session: Any, *, template: str = "qwen2.5", turn: int | None = None) -> Any:
+    """The cache panel alone for a session file (or request dict): where this turn's segments came
+    from, hit rates, and the cached tokens per turn under each provider simulation (Plotly)."""
+    from .html import CSS, cache_html
+    W = require("ipywidgets", "the notebook widgets")
+    go = require("plotly.graph_objects", "the notebook charts")
+    p = _panels(session, template, turn)
+    return W.VBox([W.HTML(f"<style>{CSS}</style>{cache_html(p)}"), go.FigureWidget(p.cache_figure)])
+
+
+def prefix_diff_view(session: Any, *, template: str = "qwen2.5", turn: int | None = None) -> Any:
+    """The prefix diff alone: this turn against the previous one, the first diverging token
+    highlighted in both, with the cause and the advice."""
+    from .html import CSS, prefix_diff_html
+    W = require("ipywidgets", "the notebook widgets")
+    p = _panels(session, template, turn)
+    return W.HTML(f"<style>{CSS}</style>{prefix_diff_html(p.prefix_diff, p.turn)}")
+
+
 def _replace_figure(widget: Any, figure: dict) -> None:
     with widget.batch_update():
         widget.data = []
@@ -243,12 +275,14 @@ class Workbench:
     # scripted use -----------------------------------------------------------------------------------
     def edit(self, index: int, text: str) -> AssemblyResult | None:
         """Set message `index`'s text (of the selected turn's list), and update the views."""
-        return self._sync(lambda: self.controller.op({"op": "set", "index": index, "field": "content",
-                                                      "value": text}))
+        return self.apply({"op": "set", "index": index, "field": "content", "value": text})
 
     def apply(self, op: dict) -> AssemblyResult | None:
         """Any message-editor operation (see SessionDocument.apply), then update the views."""
-        return self._sync(lambda: self.controller.op(op))
+        result = self._sync(lambda: self.controller.op(op))
+        # The page echoes none of its own text edits; one made from code must reach the editor.
+        self._show_editor(True)
+        return result
 
     def choose(self, **choices: Any) -> AssemblyResult | None:
         return self._sync(lambda: self.controller.choose(**choices))
