@@ -10,6 +10,12 @@ typed one at a time, each after the previous repaint plus a typing pause (--paus
 person typing; a burst of keys typed faster than the app can assemble is reported too (from the
 last key to the repaint that shows it: edits arriving meanwhile are coalesced).
 
+Where the time goes: the app runs with WORKBENCH_TRACE=1 and logs, per assembly shown, when the
+first edit it folds in arrived in Python, when the assembly started and when its patch was handed
+to Panel (wall clock); each key's keydown and repaint are taken on the same clock
+(performance.timeOrigin), so a key splits into browser -> server (the page's handler, the websocket,
+Bokeh applying the change), server (assembly, patch), and server -> repaint.
+
 Bytes: every websocket frame the page receives while a key is handled is counted, and compared
 with the frames of the first full view (the whole prompt). The issue's bar: p95 <= 100 ms, and
 bytes per update proportional to the changed segments, not to the prompt.
@@ -49,7 +55,8 @@ def main() -> None:
     chromium = find_chromium()
     if chromium is None:
         sys.exit("no Chromium: apt-get install chromium (or set WORKBENCH_CHROMIUM)")
-    app = AppServer(args.session, env={"WORKBENCH_HOME": tempfile.mkdtemp(prefix="wb-bench-")})
+    app = AppServer(args.session, env={"WORKBENCH_HOME": tempfile.mkdtemp(prefix="wb-bench-"),
+                                       "WORKBENCH_TRACE": "1"})
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, headless=True, args=launch_args())
@@ -70,7 +77,8 @@ def main() -> None:
             box = page.locator(".wb-me-row").last.locator("textarea[data-field=content]")
             box.click()
             page.keyboard.press("End")
-            lat, sizes, recv = [], [], []
+            origin = page.evaluate("() => performance.timeOrigin")
+            lat, sizes, recv, keys_at = [], [], [], []
             for i in range(args.keys):
                 n = page.evaluate(f"() => {PAINTS}.length")
                 received.clear()
@@ -79,6 +87,7 @@ def main() -> None:
                 got = page.evaluate(f"() => {{ const k = window.__keys[window.__keys.length - 1]; "
                                     f"return {PAINTS}.filter(m => m.startTime > k).map(m => m.startTime - k)[0]; }}")
                 lat.append(got)
+                keys_at.append(origin + page.evaluate("() => window.__keys[window.__keys.length - 1]"))
                 recv.append(page.evaluate("() => { const k = window.__keys[window.__keys.length - 1]; return "
                                           "performance.getEntriesByName('wb-received').filter(m => m.startTime > k)"
                                           ".map(m => m.startTime - k)[0]; }"))
@@ -95,6 +104,13 @@ def main() -> None:
             browser.close()
     finally:
         app.stop()
+    traces = [dict((k, float(v)) for k, v in (f.split("=") for f in line.split()[1:]))
+              for line in app.stderr(None).splitlines() if line.startswith("trace ")]
+    split = []   # per key: browser -> server, server, server -> repaint
+    for at, total in zip(keys_at, lat):
+        t = next((t for t in traces if t["edit"] >= at - 1), None)
+        if t is not None:
+            split.append((t["edit"] - at, t["sent"] - t["edit"], at + total - t["sent"]))
     print(f"session {args.session}: {header.split(' · ')[2]} , first view in {load_s:.1f} s "
           f"({first_view_bytes / 1e6:.2f} MB received)")
     print(f"keystroke -> repainted token view, {len(lat)} keys typed one at a time:")
@@ -102,6 +118,11 @@ def main() -> None:
           f"   (bar: p95 <= 100 ms)")
     print(f"  of which keystroke -> patch received: median {statistics.median(recv):.1f} ms, "
           f"p95 {percentile(recv, 0.95):.1f} ms (the rest is applying and painting it)")
+    if split:
+        med = [statistics.median(x[i] for x in split) for i in range(3)]
+        p95 = [percentile([x[i] for x in split], 0.95) for i in range(3)]
+        print(f"  split (median / p95 ms): keydown -> edit in Python {med[0]:.1f} / {p95[0]:.1f}; "
+              f"edit -> patch sent {med[1]:.1f} / {p95[1]:.1f}; patch sent -> repaint {med[2]:.1f} / {p95[2]:.1f}")
     print(f"bytes received per keystroke: median {statistics.median(sizes):,.0f}, max {max(sizes):,} "
           f"= {statistics.median(sizes) / max(first_view_bytes, 1):.4%} of the first full view")
     print(f"burst of {args.burst} keys 30 ms apart: last key -> repaint {burst if burst is None else round(burst, 1)} ms")

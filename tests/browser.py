@@ -85,9 +85,10 @@ class AppServer:
             if line.startswith("serving on "):
                 self.url = line.split("serving on ", 1)[1].strip()
 
-    def stderr(self) -> str:
+    def stderr(self, tail: int | None = 2000) -> str:
         self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")[-2000:]
+        text = self._stderr.read().decode("utf-8", "replace")
+        return text[-tail:] if tail else text
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -101,14 +102,24 @@ def open_page(browser, server: AppServer, errors: list[str]):  # type: ignore[no
     return page
 
 
+SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.4 s) later
+
+
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    shutil.rmtree(home / "autosave", ignore_errors=True)    # each test starts from the file, not another's edits
+    # Each test starts from the file, not another's edits: the previous page's pending autosave is
+    # let through first (its session lives on in the server for a while), then dropped.
+    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))
+    shutil.rmtree(home / "autosave", ignore_errors=True)
     errors: list[str] = []
     page = open_page(browser, server, errors)
     yield page
     page.context.close()
+    _closed[0] = time.monotonic()
     assert not errors, f"errors in the page: {errors}"
+
+
+_closed = [0.0]
 
 
 def token_count(page) -> int:  # type: ignore[no-untyped-def]

@@ -99,18 +99,21 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
     ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
 
-    def __init__(self, on_op: Callable[[dict], None], **params: Any):
+    def __init__(self, on_ops: Callable[[list[dict]], None], **params: Any):
         super().__init__(**params)
         self.applied = 0     # the number of the last operation applied
-        self._on_op = on_op
+        self._apply = on_ops
         self.param.watch(self._on_ops, "ops")
 
     def _on_ops(self, event: Any) -> None:
+        new = []
         for op in event.new or []:
             n = op.get("n") if isinstance(op, dict) else None
             if isinstance(n, int) and n > self.applied:
                 self.applied = n
-                self._on_op({k: v for k, v in op.items() if k != "n"})
+                new.append({k: v for k, v in op.items() if k != "n"})
+        if new:
+            self._apply(new)     # one assembly for the lot
 
 
 class TeachingPanel:
@@ -224,7 +227,7 @@ class WorkbenchApp:
                                               width=150)
         self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
                                                   value=AUTO, width=150)
-        self.editor = MessageEditorPane(self.controller.op, sizing_mode="stretch_width", **self.controller.editor_data())
+        self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width", **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
             **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
             placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width")

@@ -4,9 +4,11 @@ hooks: how to run something later on its UI thread, and how to show a result, an
 editor's list and the slower panels.
 
 Timing, so that typing is never blocked and nothing is lost:
-- an edit is applied to the document at once; the assembly that follows is coalesced: the first
-  edit after a quiet moment assembles on the next tick, and edits arriving meanwhile fold into it
-  (no fixed debounce delay: a keystroke repaints within one incremental assembly);
+- an edit is applied to the document at once, and so is its assembly when the last one ended more
+  than QUIET_MS ago: a keystroke after a pause repaints within one incremental assembly (no
+  debounce delay, no waiting for a later tick). Edits arriving faster than that (a burst, a fast
+  typist on a long prompt) assemble on the next tick instead, where those already queued fold into
+  one. The edits one message brings (the page resends recent ones, numbered) assemble once;
 - the summary views (header line, budget bar, diagnostics) follow SUMMARY_MS after the last
   assembly, so that a keystroke's own update is only the token view's patch;
 - the slower panels (every turn, provider simulations, prefix diff) run on one worker thread,
@@ -18,7 +20,10 @@ Timing, so that typing is never blocked and nothing is lost:
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -31,6 +36,11 @@ from .state import Panels, WorkbenchState
 SUMMARY_MS = 400
 PANELS_MS = 500
 AUTOSAVE_MS = 400
+QUIET_MS = 40
+# WORKBENCH_TRACE=1: one line on stderr per assembly shown, wall-clock times (ms since the epoch) of
+# the first edit it folds in, the start of the assembly and the patch handed to the host, so that
+# benchmarks/bench_app_keystroke.py can split a keystroke's latency into browser, server and back.
+TRACE = os.environ.get("WORKBENCH_TRACE") == "1"
 
 
 class Host(Protocol):
@@ -50,7 +60,9 @@ class Controller:
         self.state = state
         self.host = host
         self.background = background      # False: panels computed inline (tests, no event loop)
+        self._first_edit_at = 0.0         # for TRACE
         self._refresh_pending = False
+        self._refreshed_at = 0.0          # monotonic, when the last assembly was shown
         self._panels_ticket = 0
         self._panels_running = False
         self._panels_again = False
@@ -64,15 +76,27 @@ class Controller:
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
         """One message-editor operation."""
-        try:
-            edit = self.state.apply(op)
-        except WorkbenchError as exc:
-            self.host.show_edit_error({"index": op.get("index"), "field": op.get("field"), "message": str(exc)})
-            return
-        self.host.show_edit_error({})
-        if edit.structural:
+        self.ops([op])
+
+    def ops(self, ops: list[dict]) -> None:
+        """Message-editor operations, in order; then one assembly. A failing one is shown at its
+        message and changes nothing; the others still apply."""
+        if TRACE:
+            self._first_edit_at = time.time()
+        applied = structural = False
+        for op in ops:
+            try:
+                edit = self.state.apply(op)
+            except WorkbenchError as exc:
+                self.host.show_edit_error({"index": op.get("index"), "field": op.get("field"),
+                                           "message": str(exc)})
+                continue
+            self.host.show_edit_error({})
+            applied, structural = True, structural or edit.structural
+        if structural:
             self.host.show_editor(True)
-        self.edited()
+        if applied:
+            self.edited()
 
     def set_json(self, name: str, text: str) -> str:
         """Tools or variables as JSON text; returns the error to show inline ('' when it applied)."""
@@ -124,8 +148,13 @@ class Controller:
         self.autosaved = True
 
     def edited(self) -> None:
-        """The document changed: assemble soon, then the panels and the autosave later."""
-        self.request_refresh()
+        """The document changed: assemble now (or on the next tick, in a burst), the panels and the
+        autosave later."""
+        if time.monotonic() - self._refreshed_at > QUIET_MS / 1e3:
+            self.refresh()
+        elif not self._refresh_pending:
+            self._refresh_pending = True
+            self.host.call_later(0, self.refresh)
         self.request_panels()
         self._autosave_ticket += 1
         self.autosaved = False
@@ -133,14 +162,10 @@ class Controller:
         self.host.call_later(AUTOSAVE_MS, lambda: self._autosave(ticket))
 
     # assembly --------------------------------------------------------------------------------------
-    def request_refresh(self) -> None:
-        if not self._refresh_pending:
-            self._refresh_pending = True
-            self.host.call_later(0, self.refresh)
-
     def refresh(self) -> AssemblyResult | None:
         """Assemble the selected turn and show it; a failure shows inline and keeps the last good view."""
         self._refresh_pending = False
+        started = time.time()
         try:
             result = self.state.assemble()
         except WorkbenchError as exc:
@@ -150,6 +175,11 @@ class Controller:
             self.host.show_error(f"unexpected {type(exc).__name__}: {exc}")
             return None
         self.host.show_result(result)
+        self._refreshed_at = time.monotonic()
+        if TRACE:
+            print(f"trace edit={self._first_edit_at * 1e3:.1f} assemble={started * 1e3:.1f} "
+                  f"sent={time.time() * 1e3:.1f}", file=sys.stderr, flush=True)
+            self._first_edit_at = 0.0
         self._summary_ticket += 1
         ticket = self._summary_ticket
         self.host.call_later(SUMMARY_MS, lambda: self._summary(ticket))
