@@ -1186,7 +1186,8 @@ def make_rag_long(rng: random.Random, sections_per_chapter: int = 5) -> dict:
         "title": "RAG over an engineering handbook",
         "description": "Retrieval-augmented Q&A over a large internal engineering handbook. The handbook sits in the system prompt as a "
                        "cache_control block; the first user message carries retrieved passages. One search_docs tool call with its result. "
-                       "Well over 30k tokens in total.",
+                       "Well over 30k tokens in total, for a long-context model (a 128k window).",
+        "context_window": 131072,
         "system": system,
         "messages": messages,
         "tools": tools,
