@@ -124,3 +124,8 @@ class SessionFileError(WorkbenchError):
 
 class MissingDependencyError(WorkbenchError, ImportError):
     """An optional extra is not installed; the message names the pip install to run."""
+
+
+class EngineError(WorkbenchError):
+    """The prefill engine cannot do what was asked: a model that does not exist or does not fit the
+    tokenizer, a prompt longer than the model's window, the device out of memory."""

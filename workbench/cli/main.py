@@ -21,13 +21,14 @@ class _UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import analyze, app, listing, metrics, render, simulate
+    from . import analyze, app, listing, metrics, prefill, render, simulate
     p = _Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     render.add_parsers(sub)
     listing.add_parsers(sub)
     analyze.add_parsers(sub)
     simulate.add_parsers(sub)
+    prefill.add_parsers(sub)
     metrics.add_parsers(sub)
     app.add_parsers(sub)
     return p

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..engine.kv import KV_CONFIGS, KVConfig  # noqa: F401 - KVConfig re-exported for the views
 from ..errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -30,26 +31,6 @@ TOKEN_ROWS = 48          # of the token table: the first turn's framing and some
 RUN_LIMIT = 1500         # characters of ordinary text shown whole; longer runs keep head and tail
 
 
-@dataclass(frozen=True)
-class KVConfig:
-    """The attention shape that sets the KV cache size: per token, every layer keeps one K and one V
-    vector per KV head (grouped-query attention shares a KV head among several query heads)."""
-
-    name: str
-    layers: int
-    kv_heads: int
-    head_dim: int
-    dtype_bytes: int = 2   # bf16 / fp16
-
-    @property
-    def bytes_per_token(self) -> int:
-        return self.layers * self.kv_heads * self.head_dim * 2 * self.dtype_bytes
-
-
-# Published model configurations (config.json of each model), bf16.
-KV_CONFIGS: dict[str, KVConfig] = {c.name: c for c in [
-    KVConfig("Llama-3-8B", 32, 8, 128), KVConfig("Qwen2.5-7B", 28, 4, 128),
-    KVConfig("Mistral-7B", 32, 8, 128), KVConfig("Gemma-3-1B", 26, 1, 256)]}
 DEFAULT_KV = "Llama-3-8B"
 
 TEACHING_CSS = """

@@ -1,0 +1,74 @@
+"""`workbench prefill SESSION`: run every turn's prompt through a real forward pass (a synthetic
+architecture, a model folder or a GGUF file), reusing the KV cache of earlier turns; per turn the
+tokens reused and prefilled, the prefill time (and, with --baseline, the time without reuse
+measured in the same run) and the KV bytes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import WorkbenchError
+from ..sessions import load_session
+from .render import build_assembler, common_options
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prefill", help="prefill every turn on a real model (CPU or CUDA) with KV-cache reuse")
+    p.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    p.add_argument("--model", default="tiny",
+                   help="a synthetic architecture (tiny, Llama-3-8B, Qwen2.5-7B, Mistral-7B, Gemma-3-1B: random "
+                        "weights), a model folder or a .gguf file (default tiny)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default bf16 on CUDA, fp32 on CPU)")
+    p.add_argument("--baseline", action="store_true", help="also time each prompt without reuse, in the same run")
+    p.add_argument("--kv-cap-mb", type=float, default=2048.0, help="KV cache held across turns, in MiB (LRU)")
+    p.add_argument("--top-k", type=int, default=0, help="show the k most likely next tokens after the last turn")
+    common_options(p, turn=False)
+    p.set_defaults(func=cmd_prefill)
+
+
+def cmd_prefill(args: argparse.Namespace) -> int:
+    from ..engine.engine import Engine
+
+    if args.kv_cap_mb < 0:
+        raise WorkbenchError(f"--kv-cap-mb must be at least 0, got {args.kv_cap_mb}")
+    if args.top_k < 0:
+        raise WorkbenchError(f"--top-k must be at least 0, got {args.top_k}")
+    session = load_session(args.session)
+    asm, prepare = build_assembler(session, args)
+    tok = asm.tokenizer
+    engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
+                         kv_cap_bytes=int(args.kv_cap_mb * 2**20))
+    sess = asm.session()
+    turns = []
+    n = len(session.turns)
+    for k, t in enumerate(session.turns, 1):
+        result = sess.assemble(prepare(t))
+        r = engine.prefill(result.token_ids, baseline=args.baseline, top_k=args.top_k if k == n else 0,
+                           tokenizer=tok)
+        turns.append({"turn": k, **r.to_json()})
+        if not args.json:
+            print(f"turn {k}/{n}: {r.tokens} tokens, {r.reused_tokens} reused, {r.prefill_ms:.0f} ms",
+                  file=sys.stderr, flush=True)
+    out = {"model": engine.m.to_json(), "turns": turns, "processed_tokens": engine.processed_tokens}
+    if args.json:
+        json.dump(out, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    o = sys.stdout
+    m = engine.m
+    o.write(f"{session.title}: {n} turns · model {m.label} · {m.device} {m.dtype} · "
+            f"KV {m.kv.bytes_per_token:,} bytes/token\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'reused':>8} {'prefill':>8} {'ms':>9}" +
+            (f" {'no reuse ms':>12}" if args.baseline else "") + f" {'KV MiB':>8}\n")
+    for t in turns:
+        o.write(f"{t['turn']:>4} {t['tokens']:>8} {t['reused_tokens']:>8} {t['prefilled_tokens']:>8} "
+                f"{t['prefill_ms']:>9.1f}" + (f" {t['baseline_ms']:>12.1f}" if args.baseline else "") +
+                f" {t['kv_bytes'] / 2**20:>8.2f}\n")
+    if turns and turns[-1].get("top"):
+        words = ", ".join(f"{x['text']!r} {x['prob']:.2%}" for x in turns[-1]["top"])
+        o.write(f"next token after the last turn ({'words meaningless: synthetic' if m.source == 'synthetic' else m.label}): "
+                f"{words}\n")
+    return 0

@@ -1,0 +1,135 @@
+"""Prefill with prefix reuse: the engine keeps the KV cache of earlier prompts in a radix tree
+(byte-capped, LRU) and a new prompt prefills only what follows its longest cached prefix.
+
+`processed_tokens` counts every token the model ran over: the proof that the reuse path does not
+re-run the cached prefix is a count, not a timing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._optional import require
+from ..errors import EngineError
+from .models import LoadedModel, _device_errors, load_model
+from .radix import RadixKVCache
+
+DEFAULT_KV_CAP = 2 << 30    # 2 GiB of KV held across prompts
+
+
+@dataclass(frozen=True)
+class TopToken:
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass
+class PrefillReport:
+    tokens: int
+    reused_tokens: int
+    prefilled_tokens: int
+    prefill_ms: float
+    kv_bytes: int                     # the KV of this prompt
+    cache_bytes: int                  # everything the engine holds after it
+    baseline_ms: float | None = None  # a full prefill of the same prompt, same run (on request)
+    top: list[TopToken] = field(default_factory=list)
+    logits: Any = None                # the last position's logits (torch, float32, on the CPU)
+
+    def to_json(self) -> dict:
+        out = {"tokens": self.tokens, "reused_tokens": self.reused_tokens, "prefilled_tokens": self.prefilled_tokens,
+               "prefill_ms": round(self.prefill_ms, 3), "kv_bytes": self.kv_bytes, "cache_bytes": self.cache_bytes}
+        if self.baseline_ms is not None:
+            out["baseline_ms"] = round(self.baseline_ms, 3)
+            out["saved_ms"] = round(self.baseline_ms - self.prefill_ms, 3)
+        if self.top:
+            out["top"] = [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in self.top]
+        return out
+
+
+class Engine:
+    def __init__(self, model: LoadedModel, *, kv_cap_bytes: int = DEFAULT_KV_CAP):
+        self.m = model
+        self.cache = RadixKVCache(kv_cap_bytes)
+        self.processed_tokens = 0            # tokens the model ran over, reuse path and baselines alike
+        self.torch = require("torch", "the prefill engine")
+        self.transformers = require("transformers", "the prefill engine")
+
+    @classmethod
+    def load(cls, name: str, *, vocab_size: int, device: str | None = None, dtype: str | None = None,
+             kv_cap_bytes: int = DEFAULT_KV_CAP) -> "Engine":
+        return cls(load_model(name, vocab_size=vocab_size, device=device, dtype=dtype), kv_cap_bytes=kv_cap_bytes)
+
+    def prefill(self, ids: np.ndarray, *, reuse: bool = True, baseline: bool = False, top_k: int = 0,
+                tokenizer: Any = None) -> PrefillReport:
+        """Run the model over prompt `ids`, reusing the longest cached prefix (at least the last
+        token is always run: its logits are the answer). Holds the prompt's KV afterwards."""
+        ids = np.asarray(ids, dtype=np.uint32)
+        n = len(ids)
+        if n == 0:
+            raise EngineError("the prompt is empty")
+        if self.m.window and n > self.m.window:
+            raise EngineError(f"the prompt has {n} tokens, more than the model's window of {self.m.window}",
+                              hint="truncate it (a smaller --context-window) or pick a model with a longer window")
+        top_id = int(ids.max())
+        if top_id >= self.m.vocab_size:
+            raise EngineError(f"token id {top_id} is outside the model's vocabulary of {self.m.vocab_size}",
+                              hint="use the model's own tokenizer")
+        reused = 0
+        match = self.cache.match(ids) if reuse else None
+        if match is not None:
+            reused = min(match.length, n - 1)
+        with _device_errors(self.m.device, f"prefill of {n} tokens"):
+            cache = self._cache_from(match, reused)
+            t0 = time.perf_counter()
+            out = self._forward(ids[reused:], cache)
+            ms = (time.perf_counter() - t0) * 1e3
+            layers = [(layer.keys, layer.values) for layer in out.cache.layers]
+            kv_bytes = sum(int(k.nbytes) + int(v.nbytes) for k, v in layers)
+            self.cache.insert(ids, layers)
+            base = None
+            if baseline:
+                t0 = time.perf_counter()
+                self._forward(ids, self._cache_from(None, 0))
+                base = (time.perf_counter() - t0) * 1e3
+        logits = out.logits[0, -1].float().cpu()
+        return PrefillReport(n, reused, n - reused, ms, kv_bytes, self.cache.nbytes, base,
+                             self._top(logits, top_k, tokenizer), logits)
+
+    def _cache_from(self, match: Any, length: int) -> Any:
+        cache = self.transformers.DynamicCache()
+        if match is not None and length > 0:
+            for i, (k, v) in enumerate(self.cache.gather(match, length)):
+                cache.update(k, v, i)
+        return cache
+
+    def _forward(self, ids: np.ndarray, cache: Any) -> Any:
+        torch = self.torch
+        past = cache.get_seq_length()
+        x = torch.from_numpy(ids.astype(np.int64)).unsqueeze(0).to(self.m.device)
+        positions = torch.arange(past, past + len(ids), device=self.m.device).unsqueeze(0)
+        with torch.inference_mode():
+            out = self.m.model(input_ids=x, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
+        if self.m.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        self.processed_tokens += len(ids)
+        return out
+
+    def _top(self, logits: Any, k: int, tokenizer: Any) -> list[TopToken]:
+        if k <= 0:
+            return []
+        probs = self.torch.softmax(logits, dim=-1)
+        p, i = self.torch.topk(probs, min(k, probs.shape[-1]))
+        out = []
+        for pid, pp in zip(i.tolist(), p.tolist()):
+            text = tokenizer.decode([pid]) if tokenizer is not None and pid < getattr(tokenizer, "vocab_size", 0) \
+                else f"<{pid}>"
+            out.append(TopToken(int(pid), text, float(pp)))
+        return out
+
+    def clear(self) -> None:
+        self.cache.clear()

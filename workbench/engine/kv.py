@@ -1,0 +1,124 @@
+"""KV cache arithmetic, no torch needed: bytes per token, a session's KV growth, and the paged view a
+serving engine keeps (fixed-size blocks, shared between requests that start alike).
+
+Per token every layer keeps one K and one V vector per KV head: bytes per token = layers × KV heads
+× head dim × 2 × dtype bytes. Grouped-query attention (fewer KV heads than query heads) is why
+Llama-3-8B holds 128 KiB per token in bf16, not 512 KiB.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import EngineError
+
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float8": 1, "fp8": 1}
+BLOCK_SIZE = 16   # vLLM's default block size, in tokens
+
+
+@dataclass(frozen=True)
+class KVConfig:
+    """The attention shape that sets the KV cache size."""
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int = 2   # bf16 / fp16
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.layers * self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
+    def bytes_for(self, tokens: int) -> int:
+        return tokens * self.bytes_per_token
+
+    def with_dtype(self, dtype: str) -> "KVConfig":
+        if dtype not in DTYPE_BYTES:
+            raise EngineError(f"unknown dtype {dtype!r}", hint=f"use one of {', '.join(DTYPE_BYTES)}")
+        return replace(self, dtype_bytes=DTYPE_BYTES[dtype])
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
+                "dtype_bytes": self.dtype_bytes, "bytes_per_token": self.bytes_per_token}
+
+
+# From each model's published config.json (num_hidden_layers, num_key_value_heads, head_dim or
+# hidden_size / num_attention_heads), bf16. `tiny` is the synthetic test model (engine/models.py).
+KV_CONFIGS: dict[str, KVConfig] = {c.name: c for c in [
+    KVConfig("Llama-3-8B", 32, 8, 128), KVConfig("Qwen2.5-7B", 28, 4, 128),
+    KVConfig("Mistral-7B", 32, 8, 128), KVConfig("Gemma-3-1B", 26, 1, 256),
+    KVConfig("tiny", 4, 2, 64, dtype_bytes=4)]}
+
+
+def kv_config(name: str | KVConfig) -> KVConfig:
+    """A named config, or one read from a model's config.json (a file or the folder holding it)."""
+    if isinstance(name, KVConfig):
+        return name
+    if name in KV_CONFIGS:
+        return KV_CONFIGS[name]
+    path = Path(name)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise EngineError(f"unknown KV config {name!r}: not a named config and no such config.json",
+                          hint=f"use one of {', '.join(KV_CONFIGS)}, or a model folder / config.json")
+    try:
+        return config_from_dict(json.loads(path.read_text(encoding="utf-8")), name=path.parent.name or str(path))
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"{path}: cannot read the model config: {exc}") from None
+
+
+def config_from_dict(cfg: dict[str, Any], name: str = "config") -> KVConfig:
+    """KV shape from a Hugging Face config dict (a multimodal one's text_config is used)."""
+    c = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
+    try:
+        layers = int(c["num_hidden_layers"])
+        heads = int(c["num_attention_heads"])
+        kv_heads = int(c.get("num_key_value_heads") or heads)
+        head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EngineError(f"{name}: the model config lacks {exc} (num_hidden_layers, num_attention_heads, "
+                          f"hidden_size or head_dim)") from None
+    dtype = str(c.get("torch_dtype") or c.get("dtype") or cfg.get("torch_dtype") or "bfloat16")
+    return KVConfig(name, layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2))
+
+
+@dataclass(frozen=True)
+class PagedTurn:
+    turn: int
+    tokens: int
+    blocks: int            # blocks this prompt occupies (the last one may be partly filled)
+    shared_blocks: int     # full blocks equal to the previous prompt's (the hash chain matches)
+    new_blocks: int
+    kv_bytes: int          # of the whole prompt
+    held_bytes: int        # of every distinct block of the session so far
+
+
+def paged_view(prompts: Sequence[np.ndarray], config: str | KVConfig, block_size: int = BLOCK_SIZE) -> list[PagedTurn]:
+    """How a paged KV cache holds a session's prompts: per turn, its blocks, how many it shares
+    with the blocks already held (full blocks whose whole prefix matches, as vLLM's hash chain
+    decides), and the bytes of every distinct block so far (the KV growth over the session)."""
+    if block_size < 1:
+        raise EngineError(f"block size must be at least 1 (got {block_size})")
+    cfg = kv_config(config)
+    held: set[bytes] = set()     # full blocks, by the key of their whole prefix
+    out = []
+    for k, ids in enumerate(prompts, 1):
+        ids = np.asarray(ids, dtype=np.uint32)
+        n = len(ids)
+        full, partial = divmod(n, block_size)
+        # A full block's key is its whole prefix (vLLM's hash chain): equal keys, equal KV. A
+        # partly filled last block is never shared.
+        keys = [ids[: (b + 1) * block_size].tobytes() for b in range(full)]
+        shared = sum(key in held for key in keys)
+        held.update(keys)
+        blocks = full + (1 if partial else 0)
+        out.append(PagedTurn(k, n, blocks, shared, blocks - shared, cfg.bytes_for(n),
+                             (len(held) + (1 if partial else 0)) * block_size * cfg.bytes_per_token))
+    return out
