@@ -350,3 +350,15 @@ def test_the_token_view_module_keeps_moved_segments(browser) -> None:  # type: i
     assert got["texts"] == ["A", "C", "D"]
     assert got["reused"] == [True, True]                 # the same DOM nodes, not redrawn
     assert "[1:2]" in got["labels"][1] and "[2:3]" in got["labels"][2]   # the moved one relabelled
+
+
+def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type: ignore[no-untyped-def]
+    tab(page, "KV")
+    kv = page.locator(".wb-kv")
+    expect(kv).to_contain_text("131,072 bytes per token", timeout=FIRST_VIEW_MS)     # Llama-3-8B, bf16
+    expect(kv.locator(".wb-kv-table tr").nth(1)).to_be_attached()
+    page.get_by_label("Model shape (KV)").select_option("Qwen2.5-7B")
+    expect(kv).to_contain_text("57,344 bytes per token")
+    page.get_by_role("button", name=re.compile("Prefill this turn")).click()
+    expect(kv.locator(".wb-kv-prefill")).to_contain_text("tokens reused", timeout=60_000)
+    expect(kv.locator(".wb-kv-prefill")).to_contain_text("synthetic tiny")

@@ -256,3 +256,29 @@ def test_live_assembly_after_any_edits_equals_a_cold_assembly(edits: list, templ
         cold = Assembler(template=template, cache=None).assemble(state.doc.request(state.turn))
         assert np.array_equal(live.token_ids, cold.token_ids)
         assert live.text == cold.text
+
+
+def test_the_kv_panel_counts_blocks_and_a_prefill_reuses_the_previous_turn() -> None:
+    from workbench.engine.kv import KV_CONFIGS
+    from workbench.ui.kv_panel import kv_figure, kv_html, paged_rows
+
+    state = WorkbenchState(SAMPLES["tool_agent.json"], autosave=None)
+    state.assemble()
+    p = state.panels()
+    rows = paged_rows(p, "Llama-3-8B")
+    vllm = next(s for s in p.simulations if s.provider == "vllm")
+    assert [r["tokens"] for r in rows] == [t.tokens for t in vllm.turns]
+    for prev, r in zip(rows, rows[1:]):
+        assert r["shared_blocks"] == prev["tokens"] // 16       # append-only: every full block of the last prompt
+        assert r["blocks"] == -(-r["tokens"] // 16) and r["kv_bytes"] == r["tokens"] * 131072
+        assert r["held_bytes"] >= prev["held_bytes"]
+    html = kv_html(p, "Qwen2.5-7B")
+    assert f"{KV_CONFIGS['Qwen2.5-7B'].bytes_per_token:,} bytes per token" in html
+    assert len(kv_figure(p)["data"][0]["x"]) == state.doc.turn_count
+    first, cur, model = state.prefill()
+    previous = state.turn_result(state.turn - 1)
+    assert first.tokens == previous.total_tokens and cur.reused_tokens == previous.total_tokens
+    assert cur.prefilled_tokens == state.result.total_tokens - previous.total_tokens
+    assert cur.baseline_ms is not None and model["synthetic"]
+    shown = kv_html(p, "Llama-3-8B", (first, cur, model))
+    assert f"{cur.reused_tokens:,} tokens reused" in shown and "synthetic" in shown

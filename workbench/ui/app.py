@@ -34,7 +34,9 @@ from ..tokenizers import names as tokenizer_names
 from .charts import budget_figure
 from .controller import Controller
 from .document import Autosave, SessionDocument
+from ..engine.kv import KV_CONFIGS
 from .html import CSS, cache_html, diagnostics_html, header_html, prefix_diff_html
+from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .state import AUTO, Panels, WorkbenchState
 from .viewmodel import Patch, PatchFeed
 
@@ -249,12 +251,21 @@ class WorkbenchApp:
                                   stylesheets=[CSS])
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
         self.diff = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.kv_config = pn.widgets.Select(**{LABEL: "Model shape (KV)"}, options=list(KV_CONFIGS),
+                                           value=DEFAULT_KV_CONFIG, width=200)
+        self.kv_run = pn.widgets.Button(**{LABEL: "Prefill this turn (synthetic tiny model, CPU)"}, width=330,
+                                        align="end")
+        self.kv = pn.pane.HTML(kv_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
+        self.kv_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=320, sizing_mode="stretch_width")
+        self._prefill: Any = None
         self.teaching = TeachingPanel()
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
 
         self.session_select.param.watch(lambda e: e.new and self._open(e.new), "value")
         self.upload.param.watch(self._on_upload, "value")
         self.save_button.on_click(lambda _e: self._save())
+        self.kv_config.param.watch(lambda _e: self._show_kv(), "value")
+        self.kv_run.on_click(lambda _e: self._run_prefill())
         self.revert_button.on_click(lambda _e: self._revert())
         self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
                                      "value")
@@ -272,8 +283,10 @@ class WorkbenchApp:
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              "#### Messages", self.editor, extra, width=520)
+        kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
         tabs = pn.Tabs(("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
-                       ("Prefix diff", self.diff), ("Teach", self.teaching.layout), ("Diagnostics", self.diagnostics),
+                       ("Prefix diff", self.diff), ("KV", kv), ("Teach", self.teaching.layout),
+                       ("Diagnostics", self.diagnostics),
                        dynamic=False, sizing_mode="stretch_width")
         main = pn.Column(self.header, self.alert, self.budget, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
@@ -384,7 +397,28 @@ class WorkbenchApp:
         self.cache.object = cache_html(panels)
         self.cache_chart.object = panels.cache_figure
         self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
+        if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
+            self._prefill = None        # it was for another prompt
+        self._show_kv()
         self.teaching.update(self.state, panels)
+
+    def _show_kv(self, note: str = "") -> None:
+        p = self.controller.last_panels
+        self.kv.object = kv_html(p, self.kv_config.value, self._prefill[1] if self._prefill else None, note)
+        self.kv_chart.object = kv_figure(p, self.kv_config.value)
+
+    def _run_prefill(self) -> None:
+        self.kv_run.disabled = True
+        self._show_kv("running the prefill: loading the model, then two forward passes…")
+        at = (self.state.generation, self.state.turn)
+
+        def done(result: Any, error: str) -> None:
+            self.kv_run.disabled = False
+            if result is not None:
+                self._prefill = (at, result)
+            self._show_kv(f"prefill failed: {error}" if error else "")
+
+        self.controller.run_prefill(done)
 
 
 def build_app(session_path: str | None = None) -> Any:

@@ -274,6 +274,25 @@ class Controller:
             self.last_panels = panels
             self.host.show_panels(panels)
 
+    # the KV panel's prefill, on request -------------------------------------------------------------
+    def run_prefill(self, done: Callable[[Any, str], None], model: str = "tiny") -> None:
+        """A real prefill of the selected turn after the previous one, on a thread (a forward pass
+        can take seconds); `done(result, error)` runs on the UI thread."""
+        def work() -> None:
+            try:
+                result, error = self.state.prefill(model), ""
+            except WorkbenchError as exc:
+                result, error = None, str(exc)
+            except Exception as exc:  # noqa: BLE001 - the page stays up: the error shows in the panel
+                result, error = None, f"unexpected {type(exc).__name__}: {exc}"
+                traceback.print_exc()
+            self.host.call_from_thread(lambda: done(result, error))
+
+        if self.background:
+            threading.Thread(target=work, name="workbench-prefill", daemon=True).start()
+        else:
+            work()
+
     # what the editor shows -------------------------------------------------------------------------
     def editor_data(self) -> dict[str, Any]:
         s = self.state

@@ -220,6 +220,14 @@ class Workbench:
         self.cache = W.HTML("computing every turn…")
         self.cache_chart = None
         self.diff = W.HTML()
+        from ..engine.kv import KV_CONFIGS
+        from .kv_panel import DEFAULT_KV_CONFIG, kv_html
+        self.kv_config = W.Dropdown(description="KV shape", options=list(KV_CONFIGS), value=DEFAULT_KV_CONFIG)
+        self.kv_run = W.Button(description="Prefill this turn (synthetic tiny, CPU)",
+                               layout=W.Layout(width="auto"))
+        self.kv = W.HTML(kv_html(None))
+        self.kv_chart = None
+        self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
         self.teach_back, self.teach_next = W.Button(description="◀ Back"), W.Button(description="Next ▶")
         self.teach_steps: list[Any] = []
@@ -237,6 +245,8 @@ class Workbench:
                             "value")
         self.tools.observe(lambda c: self._on_json("tools", c["new"], self.tools_error), "value")
         self.variables.observe(lambda c: self._on_json("variables", c["new"], self.variables_error), "value")
+        self.kv_config.observe(lambda _c: self._show_kv(), "value")
+        self.kv_run.on_click(lambda _b: self.prefill(wait=False))
         self.teach_back.on_click(lambda _b: self._teach(-1))
         self.teach_next.on_click(lambda _b: self._teach(+1))
 
@@ -246,15 +256,17 @@ class Workbench:
         from .charts import budget_figure
         self.budget = go.FigureWidget(budget_figure(result) if result is not None else {"data": [], "layout": {}})
         self.cache_chart = go.FigureWidget({"data": [], "layout": {}})
+        self.kv_chart = go.FigureWidget({"data": [], "layout": {}})
         from .html import CSS
         extra = W.Tab(children=[self.custom, W.VBox([self.tools_error, self.tools]),
                                 W.VBox([self.variables_error, self.variables])])
         for i, t in enumerate(("Custom template", "Tools", "Variables")):
             extra.set_title(i, t)
         tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
+                               W.VBox([W.HBox([self.kv_config, self.kv_run]), self.kv, self.kv_chart]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_title]), self.teach_body]),
                                self.diagnostics])
-        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "Teach", "Diagnostics")):
+        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "KV", "Teach", "Diagnostics")):
             tabs.set_title(i, t)
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
                        self.editor, extra], layout=W.Layout(width="40%"))
@@ -289,6 +301,38 @@ class Workbench:
 
     def select_turn(self, turn: int) -> AssemblyResult | None:
         return self._sync(lambda: self.controller.select_turn(turn))
+
+    def prefill(self, wait: bool = True) -> Any:
+        """A real prefill of the selected turn after the previous one (synthetic tiny model, CPU),
+        shown in the KV tab; with `wait`, here and now, returning (previous, this turn, model)."""
+        at = (self.state.generation, self.state.turn)
+        got: list[Any] = []
+
+        def done(result: Any, error: str) -> None:
+            self.kv_run.disabled = False
+            if result is not None:
+                self._prefill = (at, result)
+                got.append(result)
+            self._show_kv(f"prefill failed: {error}" if error else "")
+
+        self.kv_run.disabled = True
+        self._show_kv("running the prefill: loading the model, then two forward passes…")
+        if wait:
+            background, self.controller.background = self.controller.background, False
+            try:
+                self.controller.run_prefill(done)
+            finally:
+                self.controller.background = background
+            return got[0] if got else None
+        self.controller.run_prefill(done)
+        return None
+
+    def _show_kv(self, note: str = "") -> None:
+        from .kv_panel import kv_figure, kv_html
+        p = self.controller.last_panels
+        self.kv.value = kv_html(p, self.kv_config.value, self._prefill[1] if self._prefill else None, note)
+        if self.kv_chart is not None:
+            _replace_figure(self.kv_chart, kv_figure(p, self.kv_config.value))
 
     def wait(self, timeout: float = 60.0) -> Any:
         """Compute the cache panel, prefix diff and teaching steps now (also what a background run
@@ -379,6 +423,9 @@ class Workbench:
         if self.cache_chart is not None:
             _replace_figure(self.cache_chart, panels.cache_figure)
         self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
+        if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
+            self._prefill = None        # it was for another prompt
+        self._show_kv()
         if panels.analysis is not None:
             asm = panels.assembler
             self.teach_steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,

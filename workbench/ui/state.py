@@ -91,6 +91,7 @@ class WorkbenchState:
         self._session: Session | None = None
         self._records: list[TurnRecord | None] = []
         self._lock = threading.Lock()                 # one panels() at a time
+        self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         if isinstance(session, SessionDocument):
             self.open(session)
         else:
@@ -236,6 +237,25 @@ class WorkbenchState:
         """Turn `turn`'s result as the panels last assembled it (None if not yet, or no such turn)."""
         rec = self._records[turn - 1] if 1 <= turn <= len(self._records) else None
         return rec.result if rec is not None else None
+
+    def prefill(self, model: str = "tiny", device: str | None = None) -> tuple[Any, Any, dict]:
+        """A real prefill of the selected turn after the previous one (the engine, KV reuse): returns
+        (previous turn's report, this turn's report with the time without reuse, the model's info).
+        Slow (a forward pass): hosts run it on a worker thread, on request."""
+        from ..engine.engine import Engine
+        asm = self.assembler()
+        cur = self.result if self.result is not None else self.assemble()
+        prev = self.turn_result(self.turn - 1) if self.turn > 1 else None
+        if prev is None and self.turn > 1:
+            prev = asm.session().assemble(self.doc.request(self.turn - 1))
+        key = (model, device, asm.tokenizer.vocab_size)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engines[key] = Engine.load(model, vocab_size=asm.tokenizer.vocab_size, device=device)
+        engine.clear()     # this turn's reuse comes from the previous turn only, not from earlier clicks
+        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1])
+        report = engine.prefill(cur.token_ids, baseline=True)
+        return first, report, engine.m.to_json()
 
     # the slower panels -----------------------------------------------------------------------------
     def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto") -> Panels:
