@@ -26,8 +26,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="store_true", help="also time each prompt without reuse, in the same run")
     p.add_argument("--kv-cap-mb", type=float, default=2048.0, help="KV cache held across turns, in MiB (LRU)")
     p.add_argument("--top-k", type=int, default=0, help="show the k most likely next tokens after the last turn")
+    p.add_argument("--remote", metavar="URL", default=None,
+                   help="send the ids to an OpenAI-compatible server (vLLM, SGLang, workbench serve-engine) "
+                        "instead: its cached_tokens per turn, and its tokenization compared with ours")
+    p.add_argument("--remote-model", default=None, help="the server's model name (default: its first)")
     common_options(p, turn=False)
     p.set_defaults(func=cmd_prefill)
+
+    s = sub.add_parser("serve-engine", help="serve the local engine as an OpenAI-compatible endpoint "
+                                            "(/v1/completions with cached_tokens, /tokenize)")
+    s.add_argument("--model", default="tiny", help="as for prefill (default tiny)")
+    s.add_argument("--template", default=None, help="whose tokenizer to use (default: the model's, else qwen2.5)")
+    s.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--dtype", default=None)
+    s.add_argument("--kv-cap-mb", type=float, default=2048.0)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.set_defaults(func=cmd_serve_engine)
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
@@ -40,6 +56,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     from ..engine.models import REAL_TEMPLATES, model_tokenizer
 
     session = load_session(args.session)
+    if args.remote:
+        return _remote(args, session)
     # A real model counts with its own vocabulary, and its family's template, unless told otherwise.
     if args.tokenizer is None:
         args.tokenizer = model_tokenizer(args.model)
@@ -79,4 +97,63 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         words = ", ".join(f"{x['text']!r} {x['prob']:.2%}" for x in turns[-1]["top"])
         o.write(f"next token after the last turn ({'words meaningless: synthetic' if m.source == 'synthetic' else m.label}): "
                 f"{words}\n")
+    return 0
+
+
+def _remote(args: argparse.Namespace, session: object) -> int:
+    from ..engine.remote import FLAGS_HINT, RemoteEngine
+
+    asm, prepare = build_assembler(session, args)
+    remote = RemoteEngine(args.remote, model=args.remote_model)
+    sess = asm.session()
+    turns = []
+    for k, t in enumerate(session.turns, 1):
+        result = sess.assemble(prepare(t))
+        r = remote.prefill(result.token_ids)
+        parity = remote.parity(result)
+        turns.append({"turn": k, **r.to_json(), "reused_tokens": r.cached_tokens,
+                      "prefilled_tokens": None if r.cached_tokens is None else r.tokens - r.cached_tokens,
+                      "parity": parity.to_json()})
+    out = {"model": {"name": remote.model, "source": "remote", "url": remote.base}, "turns": turns,
+           "cached_tokens_reported": all(t["cached_tokens"] is not None for t in turns)}
+    if args.json:
+        json.dump(out, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    o = sys.stdout
+    o.write(f"{session.title}: {len(turns)} turns · remote {remote.model} at {remote.base}\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'server':>8} {'cached':>8} {'ms':>9}  tokenization\n")
+    for t in turns:
+        p = t["parity"]
+        o.write(f"{t['turn']:>4} {t['tokens']:>8} {t['prompt_tokens']:>8} "
+                f"{'-' if t['cached_tokens'] is None else t['cached_tokens']:>8} {t['ms']:>9.1f}  "
+                f"{'same ids' if p['equal'] else 'DIFFERS at ' + p['detail'] + ' (' + str(p['segment']) + ')'}\n")
+    if not out["cached_tokens_reported"]:
+        o.write(f"the server did not report cached tokens; start it with {FLAGS_HINT}\n")
+    return 0
+
+
+def cmd_serve_engine(args: argparse.Namespace) -> int:
+    from ..engine.engine import Engine
+    from ..engine.models import REAL_TEMPLATES, model_tokenizer
+    from ..engine.server import EngineServer
+    from ..templates import get_template
+    from ..tokenizers import get_tokenizer
+
+    if not 0 <= args.port <= 65535:
+        raise WorkbenchError(f"--port must be between 0 and 65535, got {args.port}")
+    name = args.tokenizer or model_tokenizer(args.model)
+    if name is None:
+        name = get_template(args.template or REAL_TEMPLATES.get(args.model) or "qwen2.5").tokenizer
+    tok = get_tokenizer(name)
+    engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
+                         kv_cap_bytes=int(args.kv_cap_mb * 2**20))
+    server = EngineServer(engine, tok, host=args.host, port=args.port)
+    print(f"serving {engine.m.name} ({engine.m.label}) on {server.url}/v1", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
     return 0

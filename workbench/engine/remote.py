@@ -1,0 +1,126 @@
+"""A remote engine: an OpenAI-compatible server (vLLM, SGLang, or `workbench serve-engine`) given
+our token ids, and what it reports back.
+
+- `prefill(ids)` sends the ids as the prompt of a one-token completion and reads
+  `usage.prompt_tokens_details.cached_tokens`: how much of the prompt the server's prefix cache
+  served. vLLM reports it only when started with `--enable-prompt-tokens-details`, and caches only
+  with prefix caching on (`--enable-prefix-caching`, the default in recent versions). SGLang
+  reports it with `--enable-cache-report`.
+- `parity(result)` asks the server to tokenize our prompt text (vLLM's `/tokenize`, special tokens
+  parsed, none added) and compares its ids with ours: the check that production counts what the
+  workbench counts. The first difference is located to its segment.
+
+Standard library only (urllib): nothing to install on the production side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngineError
+
+FLAGS_HINT = ("vLLM: --enable-prefix-caching --enable-prompt-tokens-details; "
+              "SGLang: --enable-cache-report (its radix cache is on by default)")
+
+
+@dataclass(frozen=True)
+class RemoteReport:
+    tokens: int                       # the ids we sent
+    prompt_tokens: int                # what the server counted
+    cached_tokens: int | None         # None: the server did not report it (see FLAGS_HINT)
+    ms: float                         # the request, round trip
+
+    def to_json(self) -> dict:
+        return {"tokens": self.tokens, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+                "ms": round(self.ms, 3)}
+
+
+@dataclass(frozen=True)
+class Parity:
+    equal: bool
+    ours: int
+    theirs: int
+    first_difference: int | None      # token index
+    segment: str | None               # "message · user · seq 3", where that index falls
+    detail: str
+
+    def to_json(self) -> dict:
+        return {"equal": self.equal, "ours": self.ours, "theirs": self.theirs,
+                "first_difference": self.first_difference, "segment": self.segment, "detail": self.detail}
+
+
+class RemoteEngine:
+    def __init__(self, base_url: str, *, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 timeout: float = 60.0):
+        self.base = base_url.rstrip("/")
+        if self.base.endswith("/v1"):
+            self.base = self.base[:-3]
+        self.timeout = timeout
+        self.api_key = os.environ.get(api_key_env, "")
+        self.model = model or self._first_model()
+
+    def _request(self, path: str, body: dict | None = None) -> Any:
+        url = self.base + path
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode("utf-8", "replace")[:300]
+            raise EngineError(f"{url}: the server answered {exc.code}: {text}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EngineError(f"cannot reach the server at {url}: {reason}",
+                              hint="is it running? give its base URL, e.g. http://127.0.0.1:8000") from None
+        except ValueError as exc:
+            raise EngineError(f"{url}: the answer is not JSON: {exc}") from None
+
+    def _first_model(self) -> str:
+        data = self._request("/v1/models").get("data") or []
+        if not data:
+            raise EngineError(f"{self.base}/v1/models lists no model", hint="pass the model name")
+        return str(data[0]["id"])
+
+    def prefill(self, ids: np.ndarray) -> RemoteReport:
+        ids = [int(i) for i in np.asarray(ids, dtype=np.uint32)]
+        t0 = time.perf_counter()
+        out = self._request("/v1/completions", {"model": self.model, "prompt": ids, "max_tokens": 1,
+                                                "temperature": 0})
+        ms = (time.perf_counter() - t0) * 1e3
+        usage = out.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens")
+        return RemoteReport(len(ids), int(usage.get("prompt_tokens", 0)), None if cached is None else int(cached), ms)
+
+    def tokenize(self, text: str) -> np.ndarray:
+        out = self._request("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})
+        if "tokens" not in out:
+            raise EngineError(f"{self.base}/tokenize answered without 'tokens'", hint="a vLLM server has it")
+        return np.asarray(out["tokens"], dtype=np.uint32)
+
+    def parity(self, result: Any) -> Parity:
+        """Our ids for `result.text` against the server's tokenization of the same text."""
+        ours = np.asarray(result.token_ids, dtype=np.uint32)
+        theirs = self.tokenize(result.text)
+        n = min(len(ours), len(theirs))
+        diff = np.flatnonzero(ours[:n] != theirs[:n])
+        first = int(diff[0]) if len(diff) else (None if len(ours) == len(theirs) else n)
+        if first is None:
+            return Parity(True, len(ours), len(theirs), None, None, "identical ids")
+        seg = next((s for s in result.segments if s.start <= first < s.end), None)
+        where = None if seg is None else " · ".join(str(x) for x in (seg.kind, seg.role, f"seq {seg.seq}")
+                                                    if x is not None and x != "seq None")
+        detail = (f"token {first}: ours {int(ours[first]) if first < len(ours) else 'end'}, "
+                  f"the server's {int(theirs[first]) if first < len(theirs) else 'end'}")
+        return Parity(False, len(ours), len(theirs), first, where, detail)
