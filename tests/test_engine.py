@@ -212,3 +212,18 @@ def test_the_real_gemma_model_reuses_the_previous_turn_exactly(gemma) -> None:  
     assert r.reused_tokens == len(one.token_ids)        # the generation prompt is where turn 2 goes on
     full = Engine(engine.m).prefill(two.token_ids, reuse=False)
     torch.testing.assert_close(r.logits, full.logits, atol=1e-3, rtol=1e-3)
+
+
+def test_kv_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["kv", str(ROOT / "sample_sessions" / "tool_agent.json"), "--config", "Qwen2.5-7B",
+                 "--dtype", "fp8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["config"]["bytes_per_token"] == 28 * 4 * 128 * 2 * 1 and d["block_size"] == 16
+    turns = d["turns"]
+    for prev, t in zip(turns, turns[1:]):
+        assert t["shared_blocks"] == prev["tokens"] // 16             # append-only: every full block kept
+        assert t["kv_bytes"] == t["tokens"] * d["config"]["bytes_per_token"]
+    assert main(["kv", str(ROOT / "sample_sessions" / "tool_agent.json"), "--block-size", "0"]) == 2
+    assert "--block-size" in capsys.readouterr().err
+    assert main(["kv", str(ROOT / "sample_sessions" / "tool_agent.json"), "--config", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown KV config")

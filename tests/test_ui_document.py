@@ -282,3 +282,4 @@ def test_the_kv_panel_counts_blocks_and_a_prefill_reuses_the_previous_turn() -> 
     assert cur.baseline_ms is not None and model["synthetic"]
     shown = kv_html(p, "Llama-3-8B", (first, cur, model))
     assert f"{cur.reused_tokens:,} tokens reused" in shown and "synthetic" in shown
+    assert len(cur.top) == 5 and "these words mean nothing" in shown      # top-k, labelled as synthetic

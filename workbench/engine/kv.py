@@ -8,6 +8,7 @@ Llama-3-8B holds 128 KiB per token in bf16, not 512 KiB.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -113,9 +114,13 @@ def paged_view(prompts: Sequence[np.ndarray], config: str | KVConfig, block_size
         ids = np.asarray(ids, dtype=np.uint32)
         n = len(ids)
         full, partial = divmod(n, block_size)
-        # A full block's key is its whole prefix (vLLM's hash chain): equal keys, equal KV. A
-        # partly filled last block is never shared.
-        keys = [ids[: (b + 1) * block_size].tobytes() for b in range(full)]
+        # A full block's key stands for its whole prefix (vLLM's hash chain: each key hashes the
+        # previous key and the block's ids): equal keys, equal KV. A partly filled last block is
+        # never shared.
+        keys, key = [], b""
+        for b in range(full):
+            key = hashlib.blake2b(key + ids[b * block_size:(b + 1) * block_size].tobytes(), digest_size=16).digest()
+            keys.append(key)
         shared = sum(key in held for key in keys)
         held.update(keys)
         blocks = full + (1 if partial else 0)

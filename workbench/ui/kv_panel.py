@@ -69,6 +69,11 @@ def kv_html(panels: "Panels | None", config: str = DEFAULT_KV_CONFIG,
             f'<b>{cur.reused_tokens:,} tokens reused</b>, {cur.prefilled_tokens:,} prefilled in '
             f'{cur.prefill_ms:,.0f} ms; without reuse {cur.baseline_ms or 0:,.0f} ms ({saved}). '
             f'KV of this prompt {_mib(cur.kv_bytes)} ({model["kv"]["bytes_per_token"]:,} bytes per token).</p>')
+        if cur.top:
+            what = ("random weights: these words mean nothing" if model.get("synthetic")
+                    else "what the model would write next")
+            words = ", ".join(f"<code>{escape(repr(t.text))}</code> {t.prob:.1%}" for t in cur.top)
+            parts.append(f'<p class="wb-kv-top">Most likely next tokens ({what}): {words}</p>')
     if note:
         parts.append(f'<p class="wb-kv-note">{escape(note)}</p>')
     head = "<tr><th>turn</th><th>tokens</th><th>blocks</th><th>shared</th><th>new</th><th>KV of the prompt</th>" \

@@ -254,7 +254,7 @@ class WorkbenchState:
             engine = self._engines[key] = Engine.load(model, vocab_size=asm.tokenizer.vocab_size, device=device)
         engine.clear()     # this turn's reuse comes from the previous turn only, not from earlier clicks
         first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1])
-        report = engine.prefill(cur.token_ids, baseline=True)
+        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer)
         return first, report, engine.m.to_json()
 
     # the slower panels -----------------------------------------------------------------------------

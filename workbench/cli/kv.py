@@ -1,0 +1,53 @@
+"""`workbench kv SESSION`: the KV cache a session needs under a model shape, no model run: bytes per
+token, and per turn the blocks of the paged view, those shared with earlier turns, and the KV held."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, kv_config, paged_view
+from ..errors import WorkbenchError
+from ..sessions import load_session
+from .render import build_assembler, common_options
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("kv", help="KV cache size of a session under a model shape: bytes, blocks, sharing")
+    p.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    p.add_argument("--config", default="Llama-3-8B",
+                   help=f"{' | '.join(KV_CONFIGS)}, or a model folder / config.json (default Llama-3-8B)")
+    p.add_argument("--dtype", default=None, help="bytes per value from this dtype: bf16 (default), fp32, fp8 …")
+    p.add_argument("--block-size", type=int, default=BLOCK_SIZE, help=f"tokens per block (default {BLOCK_SIZE})")
+    common_options(p, turn=False)
+    p.set_defaults(func=cmd_kv)
+
+
+def cmd_kv(args: argparse.Namespace) -> int:
+    if args.block_size < 1:
+        raise WorkbenchError(f"--block-size must be at least 1, got {args.block_size}")
+    cfg = kv_config(args.config)
+    if args.dtype:
+        cfg = cfg.with_dtype(args.dtype)
+    session = load_session(args.session)
+    asm, prepare = build_assembler(session, args)
+    sess = asm.session()
+    prompts = [sess.assemble(prepare(t)).token_ids for t in session.turns]
+    turns = paged_view(prompts, cfg, args.block_size)
+    out = {"config": cfg.to_json(), "block_size": args.block_size,
+           "turns": [{"turn": t.turn, "tokens": t.tokens, "blocks": t.blocks, "shared_blocks": t.shared_blocks,
+                      "new_blocks": t.new_blocks, "kv_bytes": t.kv_bytes, "held_bytes": t.held_bytes} for t in turns]}
+    if args.json:
+        json.dump(out, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    o = sys.stdout
+    o.write(f"{session.title}: {cfg.name}, {cfg.layers} layers × {cfg.kv_heads} KV heads × {cfg.head_dim} × 2 × "
+            f"{cfg.dtype_bytes} bytes = {cfg.bytes_per_token:,} bytes per token; blocks of {args.block_size}\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'blocks':>7} {'shared':>7} {'new':>6} {'KV MiB':>9} {'held MiB':>9}"
+            "  (held: every distinct block so far, nothing evicted)\n")
+    for t in turns:
+        o.write(f"{t.turn:>4} {t.tokens:>8} {t.blocks:>7} {t.shared_blocks:>7} {t.new_blocks:>6} "
+                f"{t.kv_bytes / 2**20:>9.1f} {t.held_bytes / 2**20:>9.1f}\n")
+    return 0
