@@ -4,6 +4,7 @@ from .assembler import Assembler, AssemblerConfig
 from .cleaning import CleaningPolicy
 from .conversation import Conversation, Message, ToolCall
 from .errors import WorkbenchError
+from .export import load_bundle
 from .result import AssemblyResult
 from .session import Session
 from .sessions import load_session
@@ -12,5 +13,5 @@ from .variables import VariableConfig, VariableSpec
 
 __all__ = ["Assembler", "AssemblerConfig", "AssemblyResult", "CleaningPolicy", "Conversation", "Message",
            "Session", "ToolCall", "TruncationPolicy", "VariableConfig", "VariableSpec", "WorkbenchError",
-           "load_session"]
+           "load_bundle", "load_session"]
 __version__ = "0.1.0"

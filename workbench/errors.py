@@ -129,3 +129,12 @@ class MissingDependencyError(WorkbenchError, ImportError):
 class EngineError(WorkbenchError):
     """The prefill engine cannot do what was asked: a model that does not exist or does not fit the
     tokenizer, a prompt longer than the model's window, the device out of memory."""
+
+
+class BundleError(WorkbenchError):
+    """An export bundle that cannot be loaded as it is: names the file and the field."""
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None, hint: str | None = None):
+        self.file = file
+        self.field = field
+        super().__init__(message, hint=hint)

@@ -1,0 +1,74 @@
+"""`workbench export` writes a bundle that reproduces the same token ids in production;
+`workbench verify` re-assembles its goldens and exits 1 on drift."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import WorkbenchError
+from ..sessions import load_session
+from .render import build_assembler, common_options
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("export", help="write a bundle (config, template, goldens) that production loads and verifies")
+    e.add_argument("session", nargs="+", help="session files whose ids become the goldens")
+    e.add_argument("-o", "--out", required=True, metavar="DIR", help="the bundle folder to write")
+    e.add_argument("--turns", choices=("all", "last"), default="all", help="which turns get golden ids")
+    e.add_argument("--redis-env", default="WORKBENCH_REDIS_URL",
+                   help="the environment variable production reads the Redis URL from")
+    e.add_argument("--redis-required", action="store_true", help="refuse to load without that variable")
+    e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    common_options(e, turn=False)
+    e.set_defaults(func=cmd_export)
+
+    v = sub.add_parser("verify", help="re-assemble a bundle's goldens here: exit 1 on any drift")
+    v.add_argument("bundle", help="the bundle folder")
+    v.add_argument("session", nargs="*", help="session files to check too (a golden's own file: against its ids)")
+    v.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    v.set_defaults(func=cmd_verify)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..export.bundle import export_bundle
+
+    files = [load_session(p) for p in args.session]
+    asm, prepare = build_assembler(files[0], args, cache=None)
+    sessions = [(Path(p).name, [prepare(t) for t in f.turns]) for p, f in zip(args.session, files)]
+    out = export_bundle(asm, args.out, sessions, turns=args.turns, redis_env=args.redis_env,
+                        redis_required=args.redis_required, overwrite=args.force)
+    from ..export.verify import verify
+    report = verify(out)
+    if args.json:
+        json.dump({"bundle": str(out), "verify": report.to_json()}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print(f"wrote {out}: template {asm.template.name} ({asm.template.version[:12]}), tokenizer "
+              f"{asm.tokenizer.name} ({asm.tokenizer.version[:12]}), {len(sessions)} golden session(s); "
+              f"verify: {'ok' if report.ok else 'DRIFT'}")
+    if not report.ok:
+        raise WorkbenchError("the bundle just written does not verify in this process",
+                             hint="report this: export and verify disagree")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ..export.verify import verify
+
+    report = verify(args.bundle, args.session)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        for m in report.mismatches:
+            print(f"MISMATCH {m['file']} ({m['field']}): {m['message']}")
+        for d in report.drift:
+            print(f"DRIFT {d.describe()}")
+        for c in report.checked:
+            print(f"checked {c['session']}: {c['turns']} turn(s), {c['tokens']} tokens"
+                  + ("" if c.get("golden", True) else " (no golden: assembled only)"))
+        print("ok: identical ids" if report.ok else "drift: this instance does not assemble what was exported")
+    return 0 if report.ok else 1

@@ -1,0 +1,252 @@
+"""Export: a versioned bundle that makes production assemble exactly what the workbench assembled.
+
+    DIR/workbench.yaml          the configuration (schema: workbench.schema.json beside it)
+    DIR/workbench.schema.json   its JSON Schema
+    DIR/chat_template.jinja     the template, usable as vLLM / SGLang --chat-template
+    DIR/goldens/NAME.json       per chosen session and turn: the prepared request and the expected
+                                ids (base64 uint32 little-endian), their count and SHA-256
+    DIR/README.md               for the production team
+
+Only stable configuration goes in: the template (name, source file and SHA-256), the tokenizer
+(name and the SHA-256 of its vocabulary files), the normalization limits and role-cleaning
+policy, the injection policy, prompt-template constants and declarations (request variables are
+declared, never valued), the budget and truncation policy, the cache-key recipe and the cache
+tiers (the Redis URL only as the name of an environment variable), and provider cache hints.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..assembler import AUTO_CACHE_BYTES, Assembler
+from ..cache.store import ENV_REDIS_URL
+from ..errors import WorkbenchError
+from .schema import SCHEMA, SCHEMA_VERSION
+
+KEY_RECIPE = {
+    "version": 1,
+    "hash": "sha256",
+    "joined_by": "\\x00",
+    "inputs": ["template version (sha256 of its source)", "tokenizer identity (name and vocabulary sha256)",
+               "system prompt", "tool schemas (JSON, sorted keys)",
+               "chain of message fingerprints (role, content, tool calls, name) over the prefix"],
+    "never": ["timestamps", "request ids", "user ids"],
+}
+# Above this many tokens in one session, goldens keep every turn's count and SHA-256 but the ids of
+# the last turn only (the SHA-256 still proves equality; the ids locate the first difference).
+FULL_IDS_LIMIT = 1_000_000
+TEMPLATE_FILE = "chat_template.jinja"
+
+
+def encode_ids(ids: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(ids, dtype="<u4").tobytes()).decode("ascii")
+
+
+def decode_ids(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<u4").astype(np.uint32)
+
+
+def ids_sha256(ids: np.ndarray) -> str:
+    return hashlib.sha256(np.asarray(ids, dtype="<u4").tobytes()).hexdigest()
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-able copy of a config dataclass or value."""
+    if dataclasses.is_dataclass(x):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x) if not callable(getattr(x, f.name))}
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required: bool = False,
+              provider_hints: dict | None = None) -> dict:
+    """The bundle's configuration for an assembler (what workbench.yaml holds)."""
+    c, t, tok = asm.config, asm.template, asm.tokenizer
+    cache = asm.cache
+    v = c.variables
+    tok_name = c.tokenizer if isinstance(c.tokenizer, str) else tok.name
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "created_by": f"prompt-workbench {__version__}",
+        "template": {"name": t.name, "file": TEMPLATE_FILE, "sha256": t.version, "description": t.description,
+                     "tokenizer": t.tokenizer, "context_window": t.context_window, "reserve": t.reserve,
+                     "bos_token": t.bos_token, "eos_token": t.eos_token, "kwargs": _plain(t.kwargs),
+                     "origin": t.origin},
+        "tokenizer": {"name": tok_name, "version": tok.version},
+        "policies": {"injection": c.injection, "cleaning": _plain(c.cleaning), "intake": _plain(c.intake),
+                     "render_limits": _plain(c.render_limits), "template_kwargs": _plain(c.template_kwargs)},
+        "budget": {"context_window": c.context_window, "reserve": c.reserve, "truncation": _plain(c.truncation)},
+        "variables": {"constants": _plain(dict(v.constants)), "builtins": v.builtins,
+                      "declarations": {k: _plain(s) for k, s in v.declarations.items()},
+                      "limits": {k: getattr(v, k) for k in ("max_loop_iterations", "max_steps",
+                                                            "max_collection_items", "max_output_chars",
+                                                            "max_seconds")}},
+        "cache": {"key_recipe": KEY_RECIPE,
+                  "local_bytes": AUTO_CACHE_BYTES if cache is None else cache_local_bytes(cache),
+                  "redis": {"url_env": redis_env, "required": redis_required, "ttl_s": 3600,
+                            "namespace": "segments"}},
+        "providers": provider_hints or {},
+        "semantic_cache": None,
+        "goldens": [],
+    }
+
+
+def cache_local_bytes(cache: Any) -> int:
+    local = getattr(cache, "_local", None)
+    return int(getattr(local, "max_bytes", AUTO_CACHE_BYTES) or AUTO_CACHE_BYTES)
+
+
+def golden_of(asm: Assembler, name: str, requests: Sequence[dict], *, turns: str = "all") -> dict:
+    """Expected ids for a session's requests (already prepared: request variables merged in). With
+    turns="last" only the last request is kept: alone, it assembles to the same ids."""
+    chosen = list(range(len(requests))) if turns == "all" else [len(requests) - 1]
+    sess = asm.session()
+    results = [sess.assemble(requests[k]) for k in chosen]
+    total = sum(r.total_tokens for r in results)
+    out = []
+    for k, r in zip(chosen, results):
+        row: dict[str, Any] = {"turn": k + 1, "count": int(r.total_tokens), "sha256": ids_sha256(r.token_ids),
+                               "request": requests[k]}
+        if total <= FULL_IDS_LIMIT or k == chosen[-1]:
+            row["ids"] = encode_ids(r.token_ids)
+        out.append(row)
+    return {"session": name, "template_sha256": asm.template.version, "tokenizer_version": asm.tokenizer.version,
+            "turns": out}
+
+
+def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str, Sequence[dict]]] = (), *,
+                  turns: str = "all", redis_env: str = ENV_REDIS_URL, redis_required: bool = False,
+                  provider_hints: dict | None = None, overwrite: bool = False, requests: bool = True) -> Path:
+    """Write the bundle to `out` (built in a temporary folder beside it, then moved into place:
+    a bundle is whole or absent). `sessions`: (name, prepared requests) pairs for the goldens; with
+    `requests`, the first session's last turn is also written as provider requests (requests/)."""
+    if turns not in ("all", "last"):
+        raise WorkbenchError(f"turns must be 'all' or 'last', got {turns!r}")
+    dest = Path(out)
+    if dest.exists() and not overwrite and any(dest.iterdir()):
+        raise WorkbenchError(f"{dest} exists and is not empty", hint="choose a new folder, or pass --force")
+    config = config_of(asm, redis_env=redis_env, redis_required=redis_required, provider_hints=provider_hints)
+    provider = None
+    if requests and sessions:
+        from .requests import provider_requests
+        sess = asm.session()
+        provider = provider_requests([sess.assemble(r) for r in sessions[0][1]])
+        config["providers"] = {**config["providers"], "session": sessions[0][0],
+                               "anthropic_breakpoints": provider["breakpoints"]["rules"],
+                               "files": {"openai": "requests/openai.json", "anthropic": "requests/anthropic.json",
+                                         "predicted": "requests/predicted.json"}}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        (tmp / "goldens").mkdir()
+        (tmp / TEMPLATE_FILE).write_text(asm.template.source, encoding="utf-8", newline="")
+        seen: set[str] = set()
+        for name, requests in sessions:
+            stem = _safe_stem(name, seen)
+            golden = golden_of(asm, name, requests, turns=turns)
+            (tmp / "goldens" / f"{stem}.json").write_text(json.dumps(golden, ensure_ascii=False), encoding="utf-8")
+            config["goldens"].append({"session": name, "file": f"goldens/{stem}.json",
+                                      "turns": [t["turn"] for t in golden["turns"]]})
+        if provider is not None:
+            (tmp / "requests").mkdir()
+            for key in ("openai", "anthropic"):
+                (tmp / "requests" / f"{key}.json").write_text(json.dumps(provider[key], ensure_ascii=False, indent=1),
+                                                               encoding="utf-8")
+            (tmp / "requests" / "predicted.json").write_text(
+                json.dumps({"breakpoints": provider["breakpoints"], **provider["predicted"]}, indent=1),
+                encoding="utf-8")
+        (tmp / "workbench.yaml").write_text(_yaml(config), encoding="utf-8")
+        (tmp / "workbench.schema.json").write_text(json.dumps(SCHEMA, indent=2), encoding="utf-8")
+        (tmp / "README.md").write_text(_readme(config), encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _safe_stem(name: str, seen: set[str]) -> str:
+    stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in Path(name).stem) or "session"
+    base, n = stem, 2
+    while stem in seen:
+        stem, n = f"{base}_{n}", n + 1
+    seen.add(stem)
+    return stem
+
+
+def _yaml(config: dict) -> str:
+    yaml = __import__("yaml")
+    head = ("# Prompt Workbench export bundle. Edit nothing by hand: the loader checks the template's SHA-256\n"
+            "# and the tokenizer's vocabulary hash, and `workbench verify` re-assembles the goldens.\n")
+    return head + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _readme(c: dict) -> str:
+    t, tok, b = c["template"], c["tokenizer"], c["budget"]
+    goldens = "\n".join(f"- `{g['file']}`: {g['session']}, turn(s) {', '.join(map(str, g['turns']))}"
+                        for g in c["goldens"]) or "- (none chosen at export)"
+    return f"""# Prompt assembly bundle
+
+Exported by {c['created_by']} (schema version {c['schema_version']}).
+
+- Template: `{t['name']}`, in `{t['file']}` (SHA-256 `{t['sha256']}`). Serve the model with the same
+  template: `vllm serve MODEL --chat-template {t['file']}` (SGLang: `--chat-template {t['file']}`).
+- Tokenizer: `{tok['name']}`, vocabulary SHA-256 `{tok['version']}`.
+- Budget: context window {b['context_window'] or 'the template default'}, reserve {b['reserve'] or 'default'};
+  truncation {b['truncation']}.
+- Redis tier: the URL comes from the environment variable `{c['cache']['redis']['url_env']}`
+  ({'required' if c['cache']['redis']['required'] else 'optional: unset means in-process cache only'}).
+
+## Use
+
+```python
+import workbench
+asm = workbench.load_bundle("path/to/this/folder")    # only the core install is needed
+result = asm.assemble(request)                         # the same ids the workbench showed
+```
+
+## Provider requests
+
+{_requests_note(c)}
+
+## Prove it, on every instance and every deploy
+
+```bash
+workbench verify path/to/this/folder [more_sessions.json ...]
+```
+
+It re-assembles the goldens below and exits 1 on any drift, naming the first differing token,
+its segment and message, and any template or tokenizer hash mismatch. Run it in CI and at
+start-up: instances running different template or tokenizer versions are the drift it catches.
+
+## Goldens
+
+{goldens}
+"""
+
+
+def _requests_note(c: dict) -> str:
+    p = c.get("providers") or {}
+    if "files" not in p:
+        return "None written (no session chosen at export)."
+    return (f"`requests/openai.json` and `requests/anthropic.json` hold the last turn of {p['session']} as an "
+            f"OpenAI Chat Completions and an Anthropic Messages request. The Anthropic one carries `cache_control` "
+            f"where the simulation over the session's turns found it cheapest (rules: "
+            f"{', '.join(p['anthropic_breakpoints']) or 'none'}); `requests/predicted.json` has the cached tokens "
+            f"predicted per turn for both (counted with this bundle's tokenizer; example prices).")

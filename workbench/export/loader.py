@@ -1,0 +1,141 @@
+"""Load a bundle: the same Assembler the workbench exported, in any process, with only the core
+install. Nothing is silently assembled differently: a template edited without a new hash, a
+tokenizer whose vocabulary is not the one exported, a newer schema, a missing tokenizer or a
+required Redis URL that is not set are each an error naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..assembler import Assembler
+from ..cache.store import TwoTierCache
+from ..cleaning import CleaningPolicy
+from ..errors import BundleError, WorkbenchError
+from ..intake.limits import IntakeLimits
+from ..templates.registry import ChatTemplate
+from ..templates.render import RenderLimits
+from ..tokenizers import get_tokenizer
+from ..truncation import TruncationPolicy
+from ..variables import VariableConfig, VariableSpec
+from .schema import check
+
+CONFIG_FILE = "workbench.yaml"
+
+
+@dataclass
+class Bundle:
+    path: Path
+    config: dict
+    assembler: Assembler
+    mismatches: list[dict] = field(default_factory=list)   # {file, field, message}: hash drift (strict=False)
+
+
+def read_config(folder: str | Path) -> dict:
+    path = Path(folder) / CONFIG_FILE
+    if not Path(folder).is_dir():
+        raise BundleError(f"{folder}: no such bundle folder", file=str(folder), hint="give the folder `workbench export` wrote")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read it ({exc.strerror})", file=CONFIG_FILE) from None
+    try:
+        import yaml
+        data = yaml.safe_load(text)
+    except Exception as exc:  # noqa: BLE001 - yaml's errors carry the line: pass them on
+        raise BundleError(f"{path}: not valid YAML: {exc}", file=CONFIG_FILE) from None
+    check(data, CONFIG_FILE)
+    return data
+
+
+def load(folder: str | Path, *, strict: bool = True, cache: Any = "config") -> Bundle:
+    """Build the bundle's assembler. With strict=False, hash mismatches are recorded in
+    `mismatches` instead of raised (what `workbench verify` reports as drift)."""
+    root = Path(folder)
+    c = read_config(root)
+    mismatches: list[dict] = []
+
+    def mismatch(file: str, fld: str, message: str, hint: str) -> None:
+        if strict:
+            raise BundleError(f"{file}: {message}", file=file, field=fld, hint=hint)
+        mismatches.append({"file": file, "field": fld, "message": message})
+
+    t = c["template"]
+    tfile = root / t["file"]
+    try:
+        source = tfile.read_bytes().decode("utf-8")
+    except OSError:
+        raise BundleError(f"{t['file']}: missing from the bundle", file=t["file"], field="template.file") from None
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{t['file']}: not UTF-8 ({exc})", file=t["file"], field="template.file") from None
+    actual = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    if actual != t["sha256"]:
+        mismatch(t["file"], "template.sha256",
+                 f"the template's SHA-256 is {actual[:12]}…, {CONFIG_FILE} says {t['sha256'][:12]}… "
+                 "(edited without a new hash)", "re-export from the workbench instead of editing the bundle")
+    template = ChatTemplate(name=t["name"], source=source, description=t.get("description", ""),
+                            tokenizer=t.get("tokenizer"), context_window=t.get("context_window"),
+                            reserve=t.get("reserve"), bos_token=t.get("bos_token"), eos_token=t.get("eos_token"),
+                            kwargs=dict(t.get("kwargs") or {}), origin="bundle")
+
+    tk = c["tokenizer"]
+    try:
+        tokenizer = get_tokenizer(tk["name"])
+    except WorkbenchError as exc:
+        raise BundleError(f"{CONFIG_FILE}: tokenizer.name {tk['name']!r} cannot be loaded here: {exc}",
+                          file=CONFIG_FILE, field="tokenizer.name",
+                          hint="install the tokenizer pack it names (pip install 'prompt-workbench[packs]')") from None
+    if tokenizer.version != tk["version"]:
+        mismatch(CONFIG_FILE, "tokenizer.version",
+                 f"the tokenizer {tk['name']!r} here has vocabulary hash {tokenizer.version[:12]}…, the bundle was "
+                 f"exported with {tk['version'][:12]}…", "install the exported tokenizer version")
+
+    p, b, v = c["policies"], c["budget"], c["variables"]
+
+    def build(kind: Any, data: Any, fld: str) -> Any:
+        try:
+            return kind(**(data or {}))
+        except TypeError as exc:
+            raise BundleError(f"{CONFIG_FILE}: {fld}: {exc}", file=CONFIG_FILE, field=fld) from None
+
+    variables = build(VariableConfig, {
+        "constants": dict(v.get("constants") or {}), "builtins": v.get("builtins", True),
+        "declarations": {k: build(VariableSpec, d, f"variables.declarations.{k}")
+                         for k, d in (v.get("declarations") or {}).items()},
+        **(v.get("limits") or {})}, "variables")
+    if cache == "config":
+        cache = _cache(c["cache"])
+    try:
+        asm = Assembler(template=template, tokenizer=tokenizer, injection=p["injection"],
+                        cleaning=build(CleaningPolicy, p["cleaning"], "policies.cleaning"),
+                        intake=build(IntakeLimits, p["intake"], "policies.intake"),
+                        render_limits=build(RenderLimits, p["render_limits"], "policies.render_limits"),
+                        template_kwargs=dict(p.get("template_kwargs") or {}),
+                        context_window=b.get("context_window"), reserve=b.get("reserve"),
+                        truncation=build(TruncationPolicy, b["truncation"], "budget.truncation"),
+                        variables=variables, cache=cache)
+    except BundleError:
+        raise
+    except WorkbenchError as exc:
+        raise BundleError(f"{CONFIG_FILE}: {exc}", file=CONFIG_FILE) from None
+    return Bundle(root, c, asm, mismatches)
+
+
+def _cache(cfg: dict) -> TwoTierCache:
+    r = cfg["redis"]
+    url = os.environ.get(r["url_env"], "").strip()
+    if r["required"] and not url:
+        raise BundleError(f"{CONFIG_FILE}: cache.redis.url_env names {r['url_env']}, which is not set, and the "
+                          "Redis tier is required", file=CONFIG_FILE, field="cache.redis.url_env",
+                          hint=f"export {r['url_env']}=redis://HOST:6379/0")
+    return TwoTierCache(local_bytes=int(cfg.get("local_bytes", 64 << 20)), redis_url=url or None,
+                        namespace=r.get("namespace", "segments"), ttl_s=float(r.get("ttl_s", 3600)))
+
+
+def load_bundle(folder: str | Path) -> Assembler:
+    """The exported assembler (strict: any hash mismatch is an error)."""
+    return load(folder).assembler

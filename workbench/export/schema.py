@@ -1,0 +1,95 @@
+"""The bundle's schema: a JSON Schema (written beside workbench.yaml for other tools) and a checker
+with no dependency, so the loader needs only the core install. Errors name the file and the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BundleError
+
+SCHEMA_VERSION = 1
+
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_STR = {"type": "string"}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "Prompt Workbench export bundle (workbench.yaml)",
+    "type": "object",
+    "required": ["schema_version", "template", "tokenizer", "policies", "budget", "variables", "cache", "goldens"],
+    "properties": {
+        "schema_version": {"type": "integer", "minimum": 1, "maximum": SCHEMA_VERSION},
+        "created_by": _STR,
+        "template": {"type": "object", "required": ["name", "file", "sha256"], "properties": {
+            "name": _STR, "file": _STR, "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "description": _STR, "tokenizer": {"type": ["string", "null"]}, "context_window": _NULLABLE_INT,
+            "reserve": _NULLABLE_INT, "bos_token": {"type": ["string", "null"]},
+            "eos_token": {"type": ["string", "null"]}, "kwargs": {"type": "object"}, "origin": _STR}},
+        "tokenizer": {"type": "object", "required": ["name", "version"],
+                      "properties": {"name": _STR, "version": _STR}},
+        "policies": {"type": "object", "required": ["injection", "cleaning", "intake", "render_limits"],
+                     "properties": {"injection": {"enum": ["escape", "reject", "allow"]},
+                                    "cleaning": {"type": "object"}, "intake": {"type": "object"},
+                                    "render_limits": {"type": "object"}, "template_kwargs": {"type": "object"}}},
+        "budget": {"type": "object", "required": ["truncation"],
+                   "properties": {"context_window": _NULLABLE_INT, "reserve": _NULLABLE_INT,
+                                  "truncation": {"type": "object"}}},
+        "variables": {"type": "object", "properties": {"constants": {"type": "object"},
+                                                        "declarations": {"type": "object"},
+                                                        "builtins": {"type": "boolean"},
+                                                        "limits": {"type": "object"}}},
+        "cache": {"type": "object", "required": ["key_recipe", "redis"], "properties": {
+            "key_recipe": {"type": "object", "required": ["version"]},
+            "local_bytes": {"type": "integer", "minimum": 0},
+            "redis": {"type": "object", "required": ["url_env", "required"],
+                      "properties": {"url_env": _STR, "required": {"type": "boolean"},
+                                     "ttl_s": {"type": "number"}, "namespace": _STR}}}},
+        "providers": {"type": "object"},
+        "semantic_cache": {"type": ["object", "null"]},
+        "goldens": {"type": "array", "items": {"type": "object", "required": ["session", "file"],
+                                               "properties": {"session": _STR, "file": _STR,
+                                                              "turns": {"type": "array"}}}},
+    },
+}
+
+_TYPES = {"object": dict, "string": str, "boolean": bool, "array": list, "number": (int, float), "integer": int,
+          "null": type(None)}
+
+
+def check(data: Any, where: str = "workbench.yaml") -> None:
+    """Validate against SCHEMA (the subset of JSON Schema it uses); the first problem raises."""
+    if isinstance(data, dict) and isinstance(data.get("schema_version"), int) and data["schema_version"] > SCHEMA_VERSION:
+        raise BundleError(f"{where}: schema_version {data['schema_version']} is newer than this workbench reads "
+                          f"({SCHEMA_VERSION})", file=where, field="schema_version",
+                          hint="upgrade prompt-workbench where the bundle is loaded")
+    _check(data, SCHEMA, where, "")
+
+
+def _check(x: Any, s: dict, where: str, path: str) -> None:
+    name = path or "(top level)"
+    if "enum" in s and x not in s["enum"]:
+        raise BundleError(f"{where}: {name} must be one of {s['enum']}, got {x!r}", file=where, field=path)
+    if "type" in s:
+        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
+        ok = any(isinstance(x, _TYPES[t]) and not (t in ("integer", "number") and isinstance(x, bool)) for t in types)
+        if not ok:
+            raise BundleError(f"{where}: {name} must be {' or '.join(types)}, got {type(x).__name__}",
+                              file=where, field=path)
+    if isinstance(x, int) and not isinstance(x, bool):
+        if "minimum" in s and x < s["minimum"] or "maximum" in s and x > s["maximum"]:
+            raise BundleError(f"{where}: {name} = {x} is out of range", file=where, field=path)
+    if isinstance(x, str) and "pattern" in s:
+        import re
+        if not re.fullmatch(s["pattern"], x):
+            raise BundleError(f"{where}: {name} is not well formed ({s['pattern']})", file=where, field=path)
+    if isinstance(x, dict):
+        for key in s.get("required", []):
+            if key not in x:
+                raise BundleError(f"{where}: {path + '.' if path else ''}{key} is missing", file=where,
+                                  field=f"{path + '.' if path else ''}{key}")
+        for key, sub in s.get("properties", {}).items():
+            if key in x:
+                _check(x[key], sub, where, f"{path + '.' if path else ''}{key}")
+    if isinstance(x, list) and "items" in s:
+        for i, item in enumerate(x):
+            _check(item, s["items"], where, f"{path}[{i}]")
