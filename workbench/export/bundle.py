@@ -137,8 +137,12 @@ def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str,
     if turns not in ("all", "last"):
         raise WorkbenchError(f"turns must be 'all' or 'last', got {turns!r}")
     dest = Path(out)
-    if dest.exists() and not overwrite and any(dest.iterdir()):
-        raise WorkbenchError(f"{dest} exists and is not empty", hint="choose a new folder, or pass --force")
+    if dest.exists() and any(dest.iterdir()):
+        if not overwrite:
+            raise WorkbenchError(f"{dest} exists and is not empty", hint="choose a new folder, or pass --force")
+        if not (dest / "workbench.yaml").is_file():
+            raise WorkbenchError(f"{dest} holds files but no workbench.yaml: not replacing a folder that is not "
+                                 "a bundle", hint="choose a new folder")
     config = config_of(asm, redis_env=redis_env, redis_required=redis_required, provider_hints=provider_hints)
     provider = None
     if requests and sessions:

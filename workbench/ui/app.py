@@ -35,7 +35,7 @@ from .charts import budget_figure
 from .controller import Controller
 from .document import Autosave, SessionDocument
 from ..engine.kv import KV_CONFIGS
-from .html import CSS, cache_html, diagnostics_html, header_html, prefix_diff_html
+from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .state import AUTO, Panels, WorkbenchState
 from .viewmodel import Patch, PatchFeed
@@ -224,6 +224,10 @@ class WorkbenchApp:
         self.save_button = pn.widgets.Button(**{LABEL: "Save", COLOR: "primary"}, width=80)
         self.revert_button = pn.widgets.Button(**{LABEL: "Revert"}, width=80)
         self.file_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.export_path = pn.widgets.TextInput(**{LABEL: "Export a bundle to (production)"},
+                                                value=self._export_default(), sizing_mode="stretch_width")
+        self.export_button = pn.widgets.Button(**{LABEL: "Export"}, width=80, align="end")
+        self.export_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn, width=150)
         self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template,
                                               width=150)
@@ -265,6 +269,7 @@ class WorkbenchApp:
         self.upload.param.watch(self._on_upload, "value")
         self.save_button.on_click(lambda _e: self._save())
         self.kv_config.param.watch(lambda _e: self._show_kv(), "value")
+        self.export_button.on_click(lambda _e: self._export())
         self.kv_run.on_click(lambda _e: self._run_prefill())
         self.revert_button.on_click(lambda _e: self._revert())
         self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
@@ -281,6 +286,8 @@ class WorkbenchApp:
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
+                             pn.Row(self.export_path, self.export_button, sizing_mode="stretch_width"),
+                             self.export_status,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              "#### Messages", self.editor, extra, width=520)
         kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
@@ -401,6 +408,20 @@ class WorkbenchApp:
             self._prefill = None        # it was for another prompt
         self._show_kv()
         self.teaching.update(self.state, panels)
+
+    def _export_default(self) -> str:
+        from ..home import workbench_home
+        return str(workbench_home() / "exports" / Path(self.state.doc.name).stem)
+
+    def _export(self) -> None:
+        self.export_button.disabled = True
+        self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
+
+        def done(result: Any, error: str) -> None:
+            self.export_button.disabled = False
+            self.export_status.object = export_html(result, error)
+
+        self.controller.run_export(self.export_path.value, done)
 
     def _show_kv(self, note: str = "") -> None:
         p = self.controller.last_panels

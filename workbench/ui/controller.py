@@ -274,22 +274,29 @@ class Controller:
             self.last_panels = panels
             self.host.show_panels(panels)
 
-    # the KV panel's prefill, on request -------------------------------------------------------------
+    # slow work on request: the KV panel's prefill, the export ---------------------------------------
     def run_prefill(self, done: Callable[[Any, str], None], model: str = "tiny") -> None:
-        """A real prefill of the selected turn after the previous one, on a thread (a forward pass
-        can take seconds); `done(result, error)` runs on the UI thread."""
+        """A real prefill of the selected turn after the previous one (a forward pass can take
+        seconds); `done(result, error)` runs on the UI thread."""
+        self._in_background("prefill", lambda: self.state.prefill(model), done)
+
+    def run_export(self, out: str, done: Callable[[Any, str], None]) -> None:
+        """Write the export bundle for the current settings and verify it; `done((path, report), error)`."""
+        self._in_background("export", lambda: self.state.export(out), done)
+
+    def _in_background(self, name: str, fn: Callable[[], Any], done: Callable[[Any, str], None]) -> None:
         def work() -> None:
             try:
-                result, error = self.state.prefill(model), ""
+                result, error = fn(), ""
             except WorkbenchError as exc:
                 result, error = None, str(exc)
-            except Exception as exc:  # noqa: BLE001 - the page stays up: the error shows in the panel
+            except Exception as exc:  # noqa: BLE001 - the page stays up: the error shows where it was asked for
                 result, error = None, f"unexpected {type(exc).__name__}: {exc}"
                 traceback.print_exc()
             self.host.call_from_thread(lambda: done(result, error))
 
         if self.background:
-            threading.Thread(target=work, name="workbench-prefill", daemon=True).start()
+            threading.Thread(target=work, name=f"workbench-{name}", daemon=True).start()
         else:
             work()
 

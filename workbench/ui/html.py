@@ -88,3 +88,21 @@ def prefix_diff_html(diff: dict[str, Any] | None, turn: int) -> str:
             f' ({where}): the engine reuses {d} tokens and prefills the rest.</div>'
             f'{row("previous", diff["previous"])}{row("this turn", diff["current"])}'
             f'<ul class="wb-causes">{causes}</ul></div>')
+
+
+def export_html(result: Any, error: str) -> str:
+    """What an Export did: the folder and the verify result (drift named), or the error."""
+    if error:
+        return f'<div class="wb-export wb-diag-error"><b>export failed:</b> {escape(error)}</div>'
+    folder, report = result
+    checked = ", ".join(f"{escape(str(c['session']))}: {c['turns']} turn(s), {c['tokens']:,} tokens"
+                        for c in report.checked)
+    if report.ok:
+        return (f'<div class="wb-export wb-export-ok">exported to <code>{escape(str(folder))}</code>; verified from '
+                f'disk: identical ids ({checked}). Load it with <code>workbench.load_bundle(DIR)</code>; check '
+                f'instances with <code>workbench verify DIR</code>.</div>')
+    items = "".join(f"<li>{escape(m['file'])} ({escape(m['field'])}): {escape(m['message'])}</li>"
+                    for m in report.mismatches)
+    items += "".join(f"<li>{escape(d.describe())}</li>" for d in report.drift[:5])
+    return f'<div class="wb-export wb-diag-error">exported to <code>{escape(str(folder))}</code>, but it does not ' \
+           f'verify:<ul>{items}</ul></div>'

@@ -226,6 +226,11 @@ class Workbench:
         self.kv_run = W.Button(description="Prefill this turn (synthetic tiny, CPU)",
                                layout=W.Layout(width="auto"))
         self.kv = W.HTML(kv_html(None))
+        from ..home import workbench_home
+        self.export_path = W.Text(value=str(workbench_home() / "exports" / Path(s.doc.name).stem),
+                                  description="Export to", layout=W.Layout(width="100%"))
+        self.export_button = W.Button(description="Export bundle")
+        self.export_status = W.HTML()
         self.kv_chart = None
         self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
@@ -247,6 +252,7 @@ class Workbench:
         self.variables.observe(lambda c: self._on_json("variables", c["new"], self.variables_error), "value")
         self.kv_config.observe(lambda _c: self._show_kv(), "value")
         self.kv_run.on_click(lambda _b: self.prefill(wait=False))
+        self.export_button.on_click(lambda _b: self.export(wait=False))
         self.teach_back.on_click(lambda _b: self._teach(-1))
         self.teach_next.on_click(lambda _b: self._teach(+1))
 
@@ -259,8 +265,9 @@ class Workbench:
         self.kv_chart = go.FigureWidget({"data": [], "layout": {}})
         from .html import CSS
         extra = W.Tab(children=[self.custom, W.VBox([self.tools_error, self.tools]),
-                                W.VBox([self.variables_error, self.variables])])
-        for i, t in enumerate(("Custom template", "Tools", "Variables")):
+                                W.VBox([self.variables_error, self.variables]),
+                                W.VBox([self.export_path, self.export_button, self.export_status])])
+        for i, t in enumerate(("Custom template", "Tools", "Variables", "Export")):
             extra.set_title(i, t)
         tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
                                W.VBox([W.HBox([self.kv_config, self.kv_run]), self.kv, self.kv_chart]),
@@ -326,6 +333,30 @@ class Workbench:
             return got[0] if got else None
         self.controller.run_prefill(done)
         return None
+
+    def export(self, out: str | None = None, wait: bool = True) -> Any:
+        """Write the production bundle for the current settings (this session's turns as goldens) and
+        verify it from disk; shown in the Export tab. With `wait`, returns (folder, VerifyReport)."""
+        from .html import export_html
+        if out is not None:
+            self.export_path.value = str(out)
+        got: list[Any] = []
+
+        def done(result: Any, error: str) -> None:
+            self.export_button.disabled = False
+            self.export_status.value = export_html(result, error)
+            got.append(result)
+
+        self.export_button.disabled = True
+        self.export_status.value = "exporting: every turn assembled, then verified…"
+        background = self.controller.background
+        if wait:
+            self.controller.background = False
+        try:
+            self.controller.run_export(self.export_path.value, done)
+        finally:
+            self.controller.background = background
+        return got[0] if got else None
 
     def _show_kv(self, note: str = "") -> None:
         from .kv_panel import kv_figure, kv_html

@@ -257,6 +257,18 @@ class WorkbenchState:
         report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer)
         return first, report, engine.m.to_json()
 
+    def export(self, out: str) -> tuple[Path, Any]:
+        """The export bundle for the current settings (template, tokenizer, custom template, window)
+        with this session's turns as goldens, then verified from disk: (folder, VerifyReport)."""
+        from ..export.bundle import export_bundle
+        from ..export.verify import verify
+        if not out.strip():
+            raise WorkbenchError("choose a folder to export to")
+        asm = self.assembler()
+        requests = [self.doc.request(k) for k in range(1, self.doc.turn_count + 1)]
+        folder = export_bundle(asm, out.strip(), [(self.doc.name, requests)], overwrite=True)
+        return folder, verify(folder)
+
     # the slower panels -----------------------------------------------------------------------------
     def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto") -> Panels:
         """Bring every turn up to date (only those an edit touched are assembled again), simulate the
