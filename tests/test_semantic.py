@@ -1,0 +1,173 @@
+"""The context-aware semantic cache: fingerprint rules (English and Chinese), the two thresholds and
+the guard, correction invalidation and read-only contexts, versions, TTL, shadow mode, shared
+scope, and persistence through a real redis-server. Logic tests use the hashing embedder (instant,
+deterministic); one test runs the default all-MiniLM-L6-v2 model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from redis_server import redis_server  # noqa: F401 - fixture
+from workbench.errors import WorkbenchError
+from workbench.semantic.cache import SHORT_TTL_S, SemanticCache, Thresholds
+from workbench.semantic.embedders import HashingEmbedder, MiniLMEmbedder
+from workbench.semantic.fingerprint import fingerprint
+from workbench.semantic.store import RedisSemanticStore
+
+V = {"model": "m1", "tokenizer": "qwen2.5@5221b958", "system_prompt": "sp1", "knowledge": "kb1"}
+
+
+def u(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def a(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("one, two, same", [
+    ("Turn feature A on", "Do not turn feature A on", False),
+    ("打开 A 功能", "不要打开 A 功能", False),
+    ("Start 2 concurrent instances", "Send 2 concurrent requests", False),
+    ("开 2 个并发实例", "发 2 个并发请求", False),
+    ("How do I deploy the system?", "How do I migrate the system?", False),
+    ("Enable dark mode", "Disable dark mode", False),
+    ("How can I deploy the system?", "How do I deploy the system?", True),
+    ("What is the price of the Pro tier?", "How much does the Pro tier cost?", True),
+])
+def test_fingerprints_tell_apart_what_embeddings_confuse(one: str, two: str, same: bool) -> None:
+    assert fingerprint(one).agrees(fingerprint(two)) is same
+
+
+@pytest.mark.parametrize("text, correction", [
+    ("No, use plan B instead", True), ("Actually, I meant the staging cluster", True),
+    ("不对，改用 B 方案", True), ("算了，还是用 B", True), ("我是说测试环境", True),
+    ("Thanks, that works", False), ("能不能只记 ERROR 级别以上的", False), ("How do I deploy it?", False),
+])
+def test_corrections_are_detected(text: str, correction: bool) -> None:
+    assert fingerprint(text).correction is correction
+
+
+def cache(**kw) -> SemanticCache:  # type: ignore[no-untyped-def]
+    return SemanticCache(HashingEmbedder(), **kw)
+
+
+def test_the_two_thresholds_and_the_fingerprint_band() -> None:
+    c = cache(thresholds=Thresholds(high=0.999, low=0.3))
+    c.put("s1", [u("How do I deploy the billing service?")], {"text": "use the deploy pipeline"}, V)
+    same = c.lookup("s1", [u("How do I deploy the billing service?")], V)
+    assert same.hit and same.similarity == pytest.approx(1.0, abs=1e-5) and "high threshold" in same.reason
+    band_ok = c.lookup("s1", [u("How can I deploy the billing service?")], V)
+    assert band_ok.hit and "fingerprints agree" in band_ok.reason
+    band_bad = c.lookup("s1", [u("How do I migrate the billing service?")], V)
+    assert not band_bad.hit and "fingerprints differ" in band_bad.reason and "action" in band_bad.reason
+    far = cache(thresholds=Thresholds(high=0.99, low=0.9))
+    far.put("s1", [u("How do I deploy the billing service?")], {"text": "x"}, V)
+    assert "< low threshold" in far.lookup("s1", [u("What is the weather like?")], V).reason
+    assert band_ok.nearest and band_ok.nearest[0].similarity == band_ok.similarity
+    with pytest.raises(WorkbenchError):
+        Thresholds(high=0.5, low=0.8)
+
+
+def test_a_flipped_negation_never_hits_even_above_the_high_threshold() -> None:
+    c = cache(thresholds=Thresholds(high=0.5, low=0.3))
+    c.put("s1", [u("Turn feature A on for the EU region")], {"text": "done"}, V)
+    d = c.lookup("s1", [u("Do not turn feature A on for the EU region")], V)
+    assert not d.hit and d.similarity > 0.5 and "negation flipped" in d.reason
+
+
+def test_a_correction_invalidates_the_session_and_its_context_is_read_only() -> None:
+    c = cache(thresholds=Thresholds(high=0.9, low=0.8))
+    c.put("s1", [u("How do I roll out plan A?")], {"text": "A"}, V)
+    c.put("s1", [u("What does plan A cost?")], {"text": "A cost"}, V)
+    other = c.put("s2", [u("How do I roll out plan A?")], {"text": "A"}, V)
+    assert c.observe("s1", u("不对，改用 B 方案")) is True
+    assert {e.session for e in c.entries.values()} == {"s2"} and c.invalidations == 2
+    assert c.observe("s2", u("Thanks!")) is False and other.id in c.entries
+    corrected = [u("How do I roll out plan A?"), a("Like this."), u("No, use plan B instead")]
+    assert c.put("s1", corrected, {"text": "B"}, V) is None                 # matched, never written
+    assert not c.lookup("s1", [u("How do I roll out plan A?")], V).hit    # s1's entries are gone
+
+
+def test_versions_ttl_and_scope() -> None:
+    clock = Clock()
+    c = cache(thresholds=Thresholds(high=0.95, low=0.9), clock=clock)
+    c.put("s1", [u("Explain the refund policy")], {"text": "30 days"}, V)
+    for key in V:
+        other = dict(V, **{key: "changed"})
+        d = c.lookup("s1", [u("Explain the refund policy")], other)
+        assert not d.hit and "of another version" in d.reason, key
+    assert not c.lookup("s2", [u("Explain the refund policy")], V).hit      # another session's entry
+    shared = c.put("s1", [u("What are your opening hours?")], {"text": "9-5"}, V, shared=True)
+    assert c.lookup("s9", [u("What are your opening hours?")], V).entry is shared
+    timely = c.put("s1", [u("What is the price of gold today?")], {"text": "$"}, V)
+    assert timely.ttl_s == SHORT_TTL_S                                       # time-sensitive: short TTL
+    clock.t += SHORT_TTL_S + 1
+    assert not c.lookup("s1", [u("What is the price of gold today?")], V).hit
+    assert c.lookup("s1", [u("Explain the refund policy")], V).hit
+    assert c.expire() == 1 and timely.id not in c.entries
+
+
+def test_suspect_entries_are_served_in_shadow_only() -> None:
+    c = cache(thresholds=Thresholds(high=0.95, low=0.9))
+    e = c.put("s1", [u("Summarise the incident runbook")], {"text": "..."}, V, state="suspect")
+    d = c.lookup("s1", [u("Summarise the incident runbook")], V)
+    assert not d.hit and d.shadow and d.entry is e and e.shadow_hits == 1 and e.hits == 0
+    for _ in range(3):
+        state = c.record_shadow(e.id, agreed=True)
+    assert state == "active" and c.lookup("s1", [u("Summarise the incident runbook")], V).hit
+    bad = c.put("s1", [u("Summarise the deploy runbook")], {"text": "..."}, V, state="suspect")
+    assert c.record_shadow(bad.id, agreed=False) == "frozen"
+    assert "frozen" not in {n.state for n in c.lookup("s1", [u("Summarise the deploy runbook")], V).nearest}
+
+
+def test_the_window_carries_the_context_and_the_fingerprint_inherits() -> None:
+    c = cache(window=5)
+    ctx = c.context([u("How do I deploy the billing service to EU-West?"), a("Run the pipeline."),
+                     u("And what about rollback?")])
+    fp = ctx.fingerprint()
+    assert fp.action == "deploy" and "eu-west" in fp.entities                # inherited from the window
+    assert "billing service" in ctx.window_text()
+    none = cache(window=0).context([u("How do I deploy?"), a("..."), u("And rollback?")])
+    assert none.window_text() == ""
+    with pytest.raises(WorkbenchError, match="ends with the user's"):
+        c.context([u("x"), a("y")])
+
+
+def test_entries_persist_in_redis_and_a_new_process_finds_them(redis_server) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    store = RedisSemanticStore(redis_server.url, namespace="test-semantic")
+    store.clear()
+    first = SemanticCache(HashingEmbedder(), thresholds=Thresholds(0.95, 0.9), store=store)
+    e = first.put("s1", [u("How do I rotate the API keys?")], {"type": "answer", "text": "kms rotate"}, V)
+    first.set_state(e.id, "active")
+    key = f"wb:test-semantic:entry:{e.id}"
+    assert 0 < store.r.ttl(key) <= 24 * 3600
+    store.r.hset("wb:test-semantic:entry:999", mapping={"vec": b"garbage", "meta": b"{not json"})
+    second = SemanticCache(HashingEmbedder(), thresholds=Thresholds(0.95, 0.9),
+                           store=RedisSemanticStore(redis_server.url, namespace="test-semantic"))
+    assert second.load_from_store() == 1 and second.store.skipped == 1      # the garbage is skipped
+    d = second.lookup("s1", [u("How do I rotate the API keys?")], V)
+    assert d.hit and d.entry.id == e.id and d.entry.payload["text"] == "kms rotate"
+    second.invalidate_session("s1")
+    assert not store.r.exists(key)
+
+
+def test_the_default_embedder_is_all_minilm_and_the_guard_holds() -> None:
+    emb = MiniLMEmbedder()
+    v = emb.embed(["turn A on", "打开 A 功能"])
+    assert v.shape == (2, 384) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    c = SemanticCache(emb, thresholds=Thresholds(high=0.8, low=0.6))
+    c.put("s1", [u("Turn feature A on for the EU region")], {"text": "done"}, V)
+    para = c.lookup("s1", [u("Please switch on feature A in the EU region")], V)
+    flip = c.lookup("s1", [u("Do not turn feature A on for the EU region")], V)
+    assert para.hit, para.reason
+    assert not flip.hit and flip.similarity > 0.8 and "negation flipped" in flip.reason

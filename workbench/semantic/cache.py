@@ -1,0 +1,336 @@
+"""The context-aware semantic cache.
+
+A turn is represented by its context: the current user message and a window of recent turns
+(default 5), embedded together (a weighted sum of the two normalised vectors, so the current turn
+leads and the window resolves "it" and "that one"), plus the structured fingerprint of the
+current message (fingerprint.py; action and entities inherited from the window when the message
+names none: "and for the EU region?" keeps the action it continues).
+
+Lookup: cosine similarity against the entries this request may see, then two thresholds: at or
+above `high` a hit; between `low` and `high` a hit only when the fingerprints agree; below `low`
+a miss. One guard overrides the high band: a flipped negation, enable against disable, or other
+counted things ("2 instances" / "2 requests") never hit, whatever the similarity (embeddings
+place such pairs close together, and no threshold separates them). Every decision says why: the nearest entries, their similarities, the fingerprint
+comparison.
+
+Entries are scoped to their session unless stored as shared; they carry the model, tokenizer,
+system-prompt and knowledge versions (any difference makes them unmatchable), a TTL (short for
+time-sensitive content), a state and a hit count. A user correction ("no, use B instead", "不对，
+改用 B") invalidates the session's entries, and a context holding a correction is read-only:
+it can be matched, never written. A `suspect` entry is served only in shadow mode: the hit is
+recorded, the caller still produces a fresh result and can compare it (`record_shadow`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import WorkbenchError
+from .embedders import Embedder, default_embedder
+from .fingerprint import Fingerprint, fingerprint, is_correction
+from .index import VectorIndex
+
+STATES = ("active", "suspect", "frozen")
+SHARED = "*"
+DEFAULT_TTL_S = 24 * 3600.0
+SHORT_TTL_S = 300.0
+TIME_SENSITIVE = re.compile(r"\b(?:today|now|currently|latest|current|tonight|this (?:week|morning|year)|"
+                            r"price|stock|weather|score|exchange rate)\b|今天|现在|目前|最新|当前|价格|股价|天气|汇率|比分",
+                            re.I)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    high: float = 0.92
+    low: float = 0.80
+
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.low <= self.high <= 1.0:
+            raise WorkbenchError(f"thresholds must satisfy -1 <= low <= high <= 1 (got low {self.low}, high {self.high})")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a lookup compares: the messages so far, the last one the user's current turn."""
+    messages: tuple[dict, ...]
+    window: int = 5
+
+    @property
+    def current(self) -> str:
+        return _text(self.messages[-1]) if self.messages else ""
+
+    def recent(self) -> list[dict]:
+        """The window: the last `window` turns before the current message (a turn = a user message
+        and what followed it)."""
+        prev = list(self.messages[:-1])
+        starts = [i for i, m in enumerate(prev) if m.get("role") == "user"]
+        cut = starts[-self.window] if len(starts) >= self.window and self.window > 0 else 0
+        return prev[cut:] if self.window > 0 else []
+
+    def window_text(self) -> str:
+        return "\n".join(f"{m.get('role')}: {_text(m)}" for m in self.recent() if m.get("role") in ("user", "assistant"))
+
+    def fingerprint(self) -> Fingerprint:
+        fp = fingerprint(self.current)
+        if fp.action and fp.entities:
+            return fp
+        for m in reversed(self.recent()):                      # inherit what the message leaves out
+            if m.get("role") != "user":
+                continue
+            prior = fingerprint(_text(m))
+            action = fp.action or prior.action
+            entities = fp.entities or prior.entities
+            if action != fp.action or entities != fp.entities:
+                return Fingerprint(action, entities, fp.negated, fp.correction)
+        return fp
+
+
+def _text(m: dict) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return " ".join(b.get("text", "") for b in c if isinstance(b, dict))
+    return ""
+
+
+@dataclass
+class Entry:
+    id: int
+    session: str                        # SHARED for entries any session may match
+    row: int
+    fingerprint: Fingerprint
+    versions: dict[str, str]
+    created: float
+    ttl_s: float
+    payload: dict[str, Any]
+    context_text: str
+    state: str = "active"
+    hits: int = 0
+    shadow_hits: int = 0
+    shadow_agreed: int = 0
+
+    def expired(self, now: float) -> bool:
+        return now >= self.created + self.ttl_s
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "session": self.session, "fingerprint": self.fingerprint.to_json(),
+                "versions": self.versions, "created": self.created, "ttl_s": self.ttl_s, "payload": self.payload,
+                "context_text": self.context_text, "state": self.state, "hits": self.hits,
+                "shadow_hits": self.shadow_hits, "shadow_agreed": self.shadow_agreed}
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    entry_id: int
+    similarity: float
+    fingerprint_agrees: bool
+    differences: tuple[str, ...]
+    state: str
+    context_text: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    hit: bool                            # serve the payload
+    shadow: bool                         # a suspect entry matched: produce fresh, compare
+    entry: Entry | None
+    similarity: float | None
+    reason: str
+    fingerprint: Fingerprint
+    nearest: tuple[Neighbour, ...] = ()
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"hit": self.hit, "shadow": self.shadow, "entry": None if self.entry is None else self.entry.id,
+                "similarity": self.similarity, "reason": self.reason, "fingerprint": self.fingerprint.to_json(),
+                "nearest": [n.__dict__ | {"differences": list(n.differences)} for n in self.nearest],
+                "embed_ms": round(self.embed_ms, 3), "search_ms": round(self.search_ms, 3)}
+
+
+class SemanticCache:
+    def __init__(self, embedder: Embedder | None = None, *, thresholds: Thresholds = Thresholds(),
+                 window: int = 5, current_weight: float = 0.65, clock: Callable[[], float] = time.time,
+                 store: Any = None):
+        if window < 0:
+            raise WorkbenchError(f"the context window must be at least 0 turns (got {window})")
+        if not 0.0 < current_weight <= 1.0:
+            raise WorkbenchError(f"current_weight must be in (0, 1] (got {current_weight})")
+        self.embedder = embedder or default_embedder()
+        self.thresholds, self.window, self.current_weight = thresholds, window, current_weight
+        self.clock = clock
+        self.index = VectorIndex(self.embedder.dim)
+        self.entries: dict[int, Entry] = {}
+        self._by_row: dict[int, int] = {}
+        self._lock = threading.RLock()
+        self.store = store                   # RedisSemanticStore or None: entries persisted there too
+        self.invalidations = 0
+
+    # representation ------------------------------------------------------------------------------
+    def context(self, messages: Sequence[dict]) -> Context:
+        if not messages or messages[-1].get("role") != "user":
+            raise WorkbenchError("a semantic-cache context ends with the user's current message")
+        return Context(tuple(messages), self.window)
+
+    def vector(self, ctx: Context) -> np.ndarray:
+        texts = [ctx.current] + ([ctx.window_text()] if ctx.window_text() else [])
+        vecs = self.embedder.embed(texts)
+        v = vecs[0] * self.current_weight + (vecs[1] * (1 - self.current_weight) if len(vecs) > 1 else 0)
+        return (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)
+
+    # writes ----------------------------------------------------------------------------------------
+    def put(self, session: str, messages: Sequence[dict], payload: dict[str, Any], versions: dict[str, str], *,
+            ttl_s: float | None = None, shared: bool = False, state: str = "active") -> Entry | None:
+        """Store a result for this context; None when the context is read-only (it holds a
+        user correction)."""
+        if state not in STATES:
+            raise WorkbenchError(f"state must be one of {STATES}, got {state!r}")
+        ctx = self.context(messages)
+        if any(m.get("role") == "user" and is_correction(_text(m)) for m in ctx.messages):
+            return None
+        vec = self.vector(ctx)
+        ttl = ttl_s if ttl_s is not None else (SHORT_TTL_S if TIME_SENSITIVE.search(ctx.current) else DEFAULT_TTL_S)
+        with self._lock:
+            row = self.index.add(vec)
+            e = Entry(secrets.randbits(48), SHARED if shared else session, row, ctx.fingerprint(), dict(versions),
+                      self.clock(), ttl, dict(payload), ctx.current if not ctx.window_text() else
+                      f"{ctx.window_text()}\nuser: {ctx.current}", state)
+            self.entries[e.id] = e
+            self._by_row[row] = e.id
+        if self.store is not None:
+            self.store.save(e, vec)
+        return e
+
+    def observe(self, session: str, message: dict) -> bool:
+        """A new user message: a correction invalidates the session's entries. True if it did."""
+        if message.get("role") != "user" or not is_correction(_text(message)):
+            return False
+        self.invalidate_session(session)
+        return True
+
+    def invalidate_session(self, session: str) -> int:
+        with self._lock:
+            gone = [e for e in self.entries.values() if e.session == session]
+            for e in gone:
+                self._drop(e)
+        self.invalidations += len(gone)
+        return len(gone)
+
+    def set_state(self, entry_id: int, state: str) -> None:
+        if state not in STATES:
+            raise WorkbenchError(f"state must be one of {STATES}, got {state!r}")
+        with self._lock:
+            e = self.entries[entry_id]
+            e.state = state
+        if self.store is not None:
+            self.store.save(e, self.index.vector(e.row))
+
+    def _drop(self, e: Entry) -> None:
+        self.entries.pop(e.id, None)
+        self._by_row.pop(e.row, None)
+        self.index.remove(e.row)
+        if self.store is not None:
+            self.store.delete(e.id)
+
+    def expire(self) -> int:
+        now = self.clock()
+        with self._lock:
+            gone = [e for e in self.entries.values() if e.expired(now)]
+            for e in gone:
+                self._drop(e)
+        return len(gone)
+
+    # lookup ----------------------------------------------------------------------------------------
+    def lookup(self, session: str, messages: Sequence[dict], versions: dict[str, str], *, k: int = 3) -> Decision:
+        ctx = self.context(messages)
+        fp = ctx.fingerprint()
+        t0 = time.perf_counter()
+        q = self.vector(ctx)
+        t1 = time.perf_counter()
+        now = self.clock()
+        with self._lock:
+            usable = [e for e in self.entries.values()
+                      if e.session in (session, SHARED) and e.versions == versions and not e.expired(now)
+                      and e.state != "frozen"]
+            rows = np.array([e.row for e in usable], dtype=np.int64)
+            sims = self.index.scores(q, rows)[1] if len(rows) else np.zeros(0, np.float32)
+            order = np.argsort(-sims)[:k] if len(sims) else []
+            nearest = tuple(Neighbour(usable[i].id, float(sims[i]), usable[i].fingerprint.agrees(fp),
+                                      tuple(fp.differences(usable[i].fingerprint)), usable[i].state,
+                                      usable[i].context_text[-200:]) for i in order)
+            t2 = time.perf_counter()
+            th = self.thresholds
+            skipped = len(self.entries) - len(usable)
+            scope = f" ({skipped} other entr{'y' if skipped == 1 else 'ies'} out of scope, of another version, " \
+                    f"expired or frozen)" if skipped else ""
+            if not nearest:
+                return Decision(False, False, None, None, f"miss: no entry this request may match{scope}", fp,
+                                (), (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            best = nearest[0]
+            e = self.entries[best.entry_id]
+            s = best.similarity
+            veto = fp.vetoes(e.fingerprint) if s >= th.low else []
+            if veto:
+                return Decision(False, False, None, s, f"miss: similarity {s:.3f}, but {'; '.join(veto)}", fp,
+                                nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            if s >= th.high:
+                why = f"similarity {s:.3f} >= high threshold {th.high}"
+            elif s >= th.low and best.fingerprint_agrees:
+                why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
+            elif s >= th.low:
+                return Decision(False, False, None, s, f"miss: similarity {s:.3f} is between {th.low} and {th.high} "
+                                f"but the fingerprints differ ({'; '.join(best.differences)})", fp, nearest,
+                                (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            else:
+                return Decision(False, False, None, s, f"miss: similarity {s:.3f} < low threshold {th.low}", fp,
+                                nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            if e.state == "suspect":
+                e.shadow_hits += 1
+                return Decision(False, True, e, s, f"shadow: {why}, but the entry is suspect: produce a fresh result "
+                                f"and compare", fp, nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            e.hits += 1
+            return Decision(True, False, e, s, f"hit: {why}", fp, nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+
+    def record_shadow(self, entry_id: int, agreed: bool, *, promote_after: int = 3) -> str:
+        """The fresh result of a shadow hit agreed with the entry's or not: a disagreement freezes
+        the entry; `promote_after` agreements in a row make it active."""
+        with self._lock:
+            e = self.entries[entry_id]
+            if not agreed:
+                e.state = "frozen"
+            else:
+                e.shadow_agreed += 1
+                if e.shadow_agreed >= promote_after:
+                    e.state = "active"
+            state = e.state
+        if self.store is not None:
+            self.store.save(e, self.index.vector(e.row))
+        return state
+
+    # persistence -------------------------------------------------------------------------------------
+    def load_from_store(self) -> int:
+        """Rebuild the index from the store's entries (a new process); returns how many."""
+        if self.store is None:
+            return 0
+        n = 0
+        with self._lock:
+            for meta, vec in self.store.load_all(self.embedder.dim):
+                if meta["id"] in self.entries:
+                    continue
+                row = self.index.add(vec)
+                e = Entry(meta["id"], meta["session"], row, Fingerprint.from_json(meta["fingerprint"]),
+                          dict(meta["versions"]), meta["created"], meta["ttl_s"], meta["payload"],
+                          meta["context_text"], meta["state"], meta["hits"], meta.get("shadow_hits", 0),
+                          meta.get("shadow_agreed", 0))
+                self.entries[e.id] = e
+                self._by_row[row] = e.id
+                n += 1
+        return n

@@ -1,0 +1,172 @@
+"""The structured fingerprint of a turn, by deterministic rules (English and Chinese): what the
+embedding alone cannot tell apart.
+
+- `action`: the kind of request (enable, disable, create, delete, deploy, migrate, compare, explain,
+  howto, fix, ...), from verb lists;
+- `entities`: numbers with the word they count ("2 instances" vs "2 requests", "2 个实例"),
+  identifiers (snake_case, CamelCase, dotted, paths, versions, quoted strings), names (capitalised
+  words not at a sentence start), and single-letter option names ("option A");
+- `negated`: a negation that governs the request ("do not", "never", "不要", "别", "禁止");
+- `correction`: the user corrects the conversation ("no, use B instead", "不对，改用 B") — the
+  cache invalidates the session's entries on it.
+
+Two fingerprints agree when action, negation and entities are all equal. The rules are small on
+purpose: each list says what it matches, and the evaluation set checks them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止"),
+    "enable": ("enable", "turn on", "switch on", "activate", "start", "打开", "开启", "启用", "启动", "开通"),
+    "delete": ("delete", "remove", "drop", "uninstall", "cancel", "删除", "移除", "卸载", "取消", "删掉"),
+    "create": ("create", "add", "make", "set up", "new", "install", "创建", "新建", "添加", "安装", "新增"),
+    "migrate": ("migrate", "move", "transfer", "port", "迁移", "搬迁", "转移"),
+    "deploy": ("deploy", "release", "ship", "roll out", "publish", "部署", "上线", "发布"),
+    "update": ("update", "upgrade", "change", "modify", "edit", "rename", "更新", "升级", "修改", "更改", "改成"),
+    "compare": ("compare", "difference", " vs ", "versus", "better", "比较", "区别", "对比", "哪个好"),
+    "fix": ("fix", "debug", "fails", "failing", "broken", "crash", "修复", "报错", "出错", "失败", "解决"),
+    "price": ("price", "cost", "how much", "pricing", "价格", "多少钱", "费用", "收费"),
+    "explain": ("explain", "what is", "what's", "why", "meaning", "解释", "是什么", "为什么", "什么意思"),
+    "howto": ("how do", "how to", "how can", "steps", "怎么", "如何", "怎样", "步骤"),
+}
+NEGATION_EN = re.compile(r"\b(?:don't|do not|doesn't|does not|never|not|no longer|without|stop|avoid|"
+                         r"shouldn't|should not|mustn't|must not|can't|cannot|won't|isn't|aren't)\b", re.I)
+NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别|不用|无需|不需要|禁止|不能|不可以|没有|不必|不想|勿|不")
+CORRECTION_EN = re.compile(r"^\s*(?:no[,.!]|nope|wrong|actually|wait[,.]|scratch that|never mind|i meant|"
+                           r"not that)|\binstead\b|\bi meant\b|\brather than\b|\bthat's wrong\b|\bthat is wrong\b",
+                           re.I)
+CORRECTION_ZH = re.compile(r"不对|不是|算了|改用|改成|我是说|我的意思是|换成|搞错|错了|不行")
+# A number and what it counts: the next word that is not filler ("2 concurrent instances" ->
+# "2 instance", "2 个并发实例" -> "2 并发实例"); a unit right after it ("5 GB", "30%") is kept.
+NUMBER_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B\b|ms\b|s\b|个|台|次|条|份|位|张|天|小时|分钟|秒|块|元)?\s*"
+                         r"((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
+FILLER = {"of", "to", "the", "a", "an", "more", "concurrent", "new", "extra", "additional", "different", "separate",
+          "parallel", "more", "other", "big", "small", "large", "in", "on", "at", "for", "per", "and", "or", "with",
+          "simultaneous", "identical", "same"}
+IDENT = re.compile(r"`([^`]+)`|\"([^\"]{1,60})\"|'([^']{2,60})'|"
+                   r"\b([A-Za-z_][A-Za-z0-9]*(?:[_./:-][A-Za-z0-9]+)+)\b|\b([a-z]+[A-Z][A-Za-z0-9]+)\b|"
+                   r"\b(v?\d+(?:\.\d+){1,3})\b")
+OPTION = re.compile(r"(?:\b(?i:option|plan|feature|mode|method|approach|service|server|region|tier)\s+"
+                    r"([A-Z0-9][\w-]*)\b)|(?:(?:方案|功能|选项|模式|服务|套餐|版本)\s*([A-Za-z0-9]+))|"
+                    r"(?:([A-Za-z0-9]+)\s*(?:方案|功能|选项|模式|服务|套餐|版本))|(?:(?<![\w'-])([A-HJ-Z])(?![\w'-]))")
+NAME = re.compile(r"(?<![.!?]\s)(?<!^)(?<![-_./])\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})*)\b")
+ALLCAPS = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,}(?![\w-])")     # ERROR, API, EU, S3
+TURN_ON_OFF = re.compile(r"\b(?:turn|switch|flip)(?:s|ed|ing)?\b[^.?!]{0,30}?\b(on|off)\b", re.I)
+STOP_NAMES = {"The", "This", "That", "What", "How", "Can", "Could", "Would", "Should", "Please", "Thanks", "Yes",
+              "No", "Also", "And", "But", "Then", "Which", "Why", "When", "Where", "Who", "Is", "Are", "Do", "Does",
+              "It", "My", "Our", "Your", "We", "You", "They", "If", "Ok", "Okay", "Hi", "Hello", "Let", "For"}
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    action: str                        # "" when no rule matched
+    entities: frozenset[str]
+    negated: bool
+    correction: bool
+
+    def agrees(self, other: "Fingerprint") -> bool:
+        return (self.action == other.action and self.negated == other.negated
+                and self.entities == other.entities)
+
+    def vetoes(self, other: "Fingerprint") -> list[str]:
+        """Differences that forbid a hit at any similarity: a flipped negation ("turn A on" / "do not
+        turn A on"), opposite on/off actions, or different counted things ("2 instances" / "2
+        requests"). Embeddings put these pairs close together; no threshold separates them."""
+        out = []
+        if self.negated != other.negated:
+            out.append("negation flipped")
+        if {self.action, other.action} == {"enable", "disable"}:
+            out.append("enable vs disable")
+        counted_a = {e for e in self.entities if e[:1].isdigit()}
+        counted_b = {e for e in other.entities if e[:1].isdigit()}
+        if counted_a and counted_b and counted_a != counted_b:
+            out.append(f"counts {sorted(counted_a)} vs {sorted(counted_b)}")
+        return out
+
+    def differences(self, other: "Fingerprint") -> list[str]:
+        out = []
+        if self.action != other.action:
+            out.append(f"action {self.action or '-'} vs {other.action or '-'}")
+        if self.negated != other.negated:
+            out.append(f"negation {self.negated} vs {other.negated}")
+        if self.entities != other.entities:
+            only_a, only_b = sorted(self.entities - other.entities), sorted(other.entities - self.entities)
+            out.append(f"entities {only_a} vs {only_b}")
+        return out
+
+    def to_json(self) -> dict:
+        return {"action": self.action, "entities": sorted(self.entities), "negated": self.negated,
+                "correction": self.correction}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Fingerprint":
+        return cls(d.get("action", ""), frozenset(d.get("entities", ())), bool(d.get("negated")),
+                   bool(d.get("correction")))
+
+
+def action_of(text: str) -> str:
+    m = TURN_ON_OFF.search(text)          # "turn A on": the object sits inside the verb
+    if m:
+        return "enable" if m.group(1).lower() == "on" else "disable"
+    low = f" {text.lower()} "
+    # the most specific verb wins: the first category in ACTIONS's order with a match
+    for name, words in ACTIONS.items():
+        for w in words:
+            if (w.isascii() and re.search(rf"(?<![a-z]){re.escape(w.strip())}(?![a-z])", low)) or \
+                    (not w.isascii() and w in low):
+                return name
+    return ""
+
+
+def entities_of(text: str) -> frozenset[str]:
+    out: set[str] = set()
+    for m in NUMBER_UNIT.finditer(text):
+        num, unit, words = m.group(1), m.group(2) or "", (m.group(3) or "")
+        if unit and not re.fullmatch(r"[\u4e00-\u9fff]", unit):
+            out.add(f"{num} {unit.lower()}")
+            continue
+        if words and re.fullmatch(r"[\u4e00-\u9fff]+", words):
+            out.add(f"{num} {words}")
+            continue
+        noun = next((w for w in words.lower().split() if w not in FILLER), "")
+        out.add(f"{num} {_singular(noun)}".strip())
+    for m in IDENT.finditer(text):
+        val = next(g for g in m.groups() if g)
+        if not re.fullmatch(r"\d+(?:\.\d+)?", val):
+            out.add(val.lower())
+    for m in OPTION.finditer(text):
+        val = next((g for g in m.groups() if g), None)
+        if val and (len(val) > 1 or val.isupper()):
+            out.add(f"#{val.upper()}")
+    for m in ALLCAPS.finditer(text):
+        out.add(m.group(0).lower())
+    for m in NAME.finditer(text):
+        if m.group(1) not in STOP_NAMES:
+            out.add(m.group(1).lower())
+    return frozenset(out)
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and len(word) > 3 and word.isascii() else word
+
+
+def negated(text: str) -> bool:
+    if NEGATION_EN.search(text):
+        return True
+    # Chinese 不 is negation in most positions, but not in fixed words that are not negations.
+    cleaned = re.sub(r"不对|不错|不过|不同|不断|不久|不少|不如|不管|是不是|能不能|要不要|可不可以|会不会|对不对|好不好", "", text)
+    return bool(NEGATION_ZH.search(cleaned))
+
+
+def is_correction(text: str) -> bool:
+    return bool(CORRECTION_EN.search(text) or CORRECTION_ZH.search(text))
+
+
+def fingerprint(text: str) -> Fingerprint:
+    """The fingerprint of the current user turn (the context window adds meaning to the vector,
+    not to these fields: "it" does not name an entity)."""
+    return Fingerprint(action_of(text), entities_of(text), negated(text), is_correction(text))
