@@ -171,3 +171,26 @@ def test_the_default_embedder_is_all_minilm_and_the_guard_holds() -> None:
     flip = c.lookup("s1", [u("Do not turn feature A on for the EU region")], V)
     assert para.hit, para.reason
     assert not flip.hit and flip.similarity > 0.8 and "negation flipped" in flip.reason
+
+
+def test_the_index_finds_the_exact_nearest_on_both_scan_paths() -> None:
+    from workbench.semantic.index import HALF_FROM, VectorIndex
+
+    rng = np.random.default_rng(1)
+    n = HALF_FROM + 1000                                        # large enough for the float16 scan
+    vecs = rng.standard_normal((n, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    idx = VectorIndex(384, capacity=16)                         # grows by doubling on the way
+    rows = [idx.add(v, session=i % 3, state=0, expires=1e18) for i, v in enumerate(vecs)]
+    assert rows == list(range(n)) and len(idx) == n
+    idx.remove(5)
+    assert idx.add(vecs[5], session=5 % 3) == 5                 # a freed row is reused
+    for j in range(40):
+        q = vecs[(j * 37) % n] + 0.3 * rng.standard_normal(384).astype(np.float32)
+        q /= np.linalg.norm(q)
+        for mask in (idx.live(), idx.col("session") == 1):      # a full scan (float16 path), and a subset
+            got_rows, got = idx.search(q, mask, 3)
+            exact = np.where(mask, vecs @ q, -np.inf)
+            want = np.argsort(-exact)[:3]
+            assert got_rows.tolist() == want.tolist()
+            assert np.allclose(got, exact[want], atol=1e-6)     # the scores are float32, exactly

@@ -92,6 +92,10 @@ class Context:
         return fp
 
 
+def _vkey(versions: dict[str, str]) -> tuple:
+    return tuple(sorted((str(k), str(v)) for k, v in versions.items()))
+
+
 def _text(m: dict) -> str:
     c = m.get("content")
     if isinstance(c, str):
@@ -156,6 +160,31 @@ class Decision:
                 "embed_ms": round(self.embed_ms, 3), "search_ms": round(self.search_ms, 3)}
 
 
+def decide(similarity: float, query: Fingerprint, entry: Fingerprint, thresholds: Thresholds,
+           state: str = "active") -> tuple[bool, bool, str]:
+    """(hit, shadow, why) for the nearest entry: the two thresholds, the fingerprint band and the
+    guard. Shared by lookups and the evaluation harness, so both decide alike."""
+    th, s = thresholds, similarity
+    veto = query.vetoes(entry) if s >= th.low else []
+    if veto:
+        return False, False, f"miss: similarity {s:.3f}, but {'; '.join(veto)}"
+    if s >= th.high:
+        why = f"similarity {s:.3f} >= high threshold {th.high}"
+    elif s >= th.low and query.agrees(entry):
+        why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
+    elif s >= th.low:
+        return False, False, (f"miss: similarity {s:.3f} is between {th.low} and {th.high} but the fingerprints "
+                              f"differ ({'; '.join(query.differences(entry))})")
+    else:
+        return False, False, f"miss: similarity {s:.3f} < low threshold {th.low}"
+    if state == "suspect":
+        return False, True, f"shadow: {why}, but the entry is suspect: produce a fresh result and compare"
+    return True, False, f"hit: {why}"
+
+
+STATE_CODE = {"active": 0, "suspect": 1, "frozen": 2}
+
+
 class SemanticCache:
     def __init__(self, embedder: Embedder | None = None, *, thresholds: Thresholds = Thresholds(),
                  window: int = 5, current_weight: float = 0.65, clock: Callable[[], float] = time.time,
@@ -170,6 +199,8 @@ class SemanticCache:
         self.index = VectorIndex(self.embedder.dim)
         self.entries: dict[int, Entry] = {}
         self._by_row: dict[int, int] = {}
+        self._session_codes: dict[str, int] = {SHARED: 0}
+        self._version_codes: dict[tuple, int] = {}
         self._lock = threading.RLock()
         self.store = store                   # RedisSemanticStore or None: entries persisted there too
         self.invalidations = 0
@@ -199,15 +230,21 @@ class SemanticCache:
         vec = self.vector(ctx)
         ttl = ttl_s if ttl_s is not None else (SHORT_TTL_S if TIME_SENSITIVE.search(ctx.current) else DEFAULT_TTL_S)
         with self._lock:
-            row = self.index.add(vec)
-            e = Entry(secrets.randbits(48), SHARED if shared else session, row, ctx.fingerprint(), dict(versions),
+            e = Entry(secrets.randbits(48), SHARED if shared else session, -1, ctx.fingerprint(), dict(versions),
                       self.clock(), ttl, dict(payload), ctx.current if not ctx.window_text() else
                       f"{ctx.window_text()}\nuser: {ctx.current}", state)
-            self.entries[e.id] = e
-            self._by_row[row] = e.id
+            self._insert(e, vec)
         if self.store is not None:
             self.store.save(e, vec)
         return e
+
+    def _insert(self, e: Entry, vec: np.ndarray) -> None:
+        scode = self._session_codes.setdefault(e.session, len(self._session_codes))
+        vcode = self._version_codes.setdefault(_vkey(e.versions), len(self._version_codes))
+        e.row = self.index.add(vec, session=scode, versions=vcode, expires=e.created + e.ttl_s,
+                               state=STATE_CODE[e.state])
+        self.entries[e.id] = e
+        self._by_row[e.row] = e.id
 
     def observe(self, session: str, message: dict) -> bool:
         """A new user message: a correction invalidates the session's entries. True if it did."""
@@ -230,6 +267,7 @@ class SemanticCache:
         with self._lock:
             e = self.entries[entry_id]
             e.state = state
+            self.index.set(e.row, state=STATE_CODE[state])
         if self.store is not None:
             self.store.save(e, self.index.vector(e.row))
 
@@ -255,20 +293,12 @@ class SemanticCache:
         t0 = time.perf_counter()
         q = self.vector(ctx)
         t1 = time.perf_counter()
-        now = self.clock()
         with self._lock:
-            usable = [e for e in self.entries.values()
-                      if e.session in (session, SHARED) and e.versions == versions and not e.expired(now)
-                      and e.state != "frozen"]
-            rows = np.array([e.row for e in usable], dtype=np.int64)
-            sims = self.index.scores(q, rows)[1] if len(rows) else np.zeros(0, np.float32)
-            order = np.argsort(-sims)[:k] if len(sims) else []
-            nearest = tuple(Neighbour(usable[i].id, float(sims[i]), usable[i].fingerprint.agrees(fp),
-                                      tuple(fp.differences(usable[i].fingerprint)), usable[i].state,
-                                      usable[i].context_text[-200:]) for i in order)
+            rows, sims, skipped = self._candidates(q, session, versions, k)
+            nearest = tuple(Neighbour(e.id, float(sim), e.fingerprint.agrees(fp), tuple(fp.differences(e.fingerprint)),
+                                      e.state, e.context_text[-200:])
+                            for e, sim in ((self.entries[self._by_row[int(r)]], sim) for r, sim in zip(rows, sims)))
             t2 = time.perf_counter()
-            th = self.thresholds
-            skipped = len(self.entries) - len(usable)
             scope = f" ({skipped} other entr{'y' if skipped == 1 else 'ies'} out of scope, of another version, " \
                     f"expired or frozen)" if skipped else ""
             if not nearest:
@@ -276,28 +306,29 @@ class SemanticCache:
                                 (), (t1 - t0) * 1e3, (t2 - t1) * 1e3)
             best = nearest[0]
             e = self.entries[best.entry_id]
-            s = best.similarity
-            veto = fp.vetoes(e.fingerprint) if s >= th.low else []
-            if veto:
-                return Decision(False, False, None, s, f"miss: similarity {s:.3f}, but {'; '.join(veto)}", fp,
-                                nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-            if s >= th.high:
-                why = f"similarity {s:.3f} >= high threshold {th.high}"
-            elif s >= th.low and best.fingerprint_agrees:
-                why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
-            elif s >= th.low:
-                return Decision(False, False, None, s, f"miss: similarity {s:.3f} is between {th.low} and {th.high} "
-                                f"but the fingerprints differ ({'; '.join(best.differences)})", fp, nearest,
-                                (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-            else:
-                return Decision(False, False, None, s, f"miss: similarity {s:.3f} < low threshold {th.low}", fp,
-                                nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-            if e.state == "suspect":
+            hit, shadow, why = decide(best.similarity, fp, e.fingerprint, self.thresholds, e.state)
+            if shadow:
                 e.shadow_hits += 1
-                return Decision(False, True, e, s, f"shadow: {why}, but the entry is suspect: produce a fresh result "
-                                f"and compare", fp, nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-            e.hits += 1
-            return Decision(True, False, e, s, f"hit: {why}", fp, nearest, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+            elif hit:
+                e.hits += 1
+            return Decision(hit, shadow, e if hit or shadow else None, best.similarity, why, fp, nearest,
+                            (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+
+    def _candidates(self, q: np.ndarray, session: str, versions: dict[str, str], k: int
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The k nearest entries this request may match: its session's or shared, the same versions,
+        not expired, not frozen (array filters over the index's columns); and how many others there are."""
+        idx = self.index
+        live = idx.live()
+        vcode = self._version_codes.get(_vkey(versions))
+        if vcode is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32), int(np.count_nonzero(live))
+        scode = self._session_codes.get(session, -1)
+        sess = idx.col("session")
+        mask = live & ((sess == scode) | (sess == 0)) & (idx.col("versions") == vcode) \
+            & (idx.col("expires") > self.clock()) & (idx.col("state") != STATE_CODE["frozen"])
+        rows, sims = idx.search(q, mask, k)
+        return rows, sims, int(np.count_nonzero(live) - np.count_nonzero(mask))
 
     def record_shadow(self, entry_id: int, agreed: bool, *, promote_after: int = 3) -> str:
         """The fresh result of a shadow hit agreed with the entry's or not: a disagreement freezes
@@ -310,6 +341,7 @@ class SemanticCache:
                 e.shadow_agreed += 1
                 if e.shadow_agreed >= promote_after:
                     e.state = "active"
+            self.index.set(e.row, state=STATE_CODE[e.state])
             state = e.state
         if self.store is not None:
             self.store.save(e, self.index.vector(e.row))
@@ -325,12 +357,10 @@ class SemanticCache:
             for meta, vec in self.store.load_all(self.embedder.dim):
                 if meta["id"] in self.entries:
                     continue
-                row = self.index.add(vec)
-                e = Entry(meta["id"], meta["session"], row, Fingerprint.from_json(meta["fingerprint"]),
+                e = Entry(meta["id"], meta["session"], -1, Fingerprint.from_json(meta["fingerprint"]),
                           dict(meta["versions"]), meta["created"], meta["ttl_s"], meta["payload"],
                           meta["context_text"], meta["state"], meta["hits"], meta.get("shadow_hits", 0),
                           meta.get("shadow_agreed", 0))
-                self.entries[e.id] = e
-                self._by_row[row] = e.id
+                self._insert(e, vec)
                 n += 1
         return n
