@@ -21,7 +21,7 @@ class _UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import analyze, app, export, kv, listing, metrics, prefill, render, simulate
+    from . import analyze, app, export, kv, listing, metrics, prefill, render, semantic, simulate
     p = _Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     render.add_parsers(sub)
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     prefill.add_parsers(sub)
     kv.add_parsers(sub)
     export.add_parsers(sub)
+    semantic.add_parsers(sub)
     metrics.add_parsers(sub)
     app.add_parsers(sub)
     return p

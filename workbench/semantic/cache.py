@@ -225,7 +225,8 @@ class SemanticCache:
         if state not in STATES:
             raise WorkbenchError(f"state must be one of {STATES}, got {state!r}")
         ctx = self.context(messages)
-        if any(m.get("role") == "user" and is_correction(_text(m)) for m in ctx.messages):
+        # read-only: the represented context (the window and the current turn) holds a correction
+        if any(m.get("role") == "user" and is_correction(_text(m)) for m in [*ctx.recent(), ctx.messages[-1]]):
             return None
         vec = self.vector(ctx)
         ttl = ttl_s if ttl_s is not None else (SHORT_TTL_S if TIME_SENSITIVE.search(ctx.current) else DEFAULT_TTL_S)

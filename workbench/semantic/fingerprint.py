@@ -33,17 +33,30 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "explain": ("explain", "what is", "what's", "why", "meaning", "解释", "是什么", "为什么", "什么意思"),
     "howto": ("how do", "how to", "how can", "steps", "怎么", "如何", "怎样", "步骤"),
 }
-NEGATION_EN = re.compile(r"\b(?:don't|do not|doesn't|does not|never|not|no longer|without|stop|avoid|"
-                         r"shouldn't|should not|mustn't|must not|can't|cannot|won't|isn't|aren't)\b", re.I)
-NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别|不用|无需|不需要|禁止|不能|不可以|没有|不必|不想|勿|不")
-CORRECTION_EN = re.compile(r"^\s*(?:no[,.!]|nope|wrong|actually|wait[,.]|scratch that|never mind|i meant|"
-                           r"not that)|\binstead\b|\bi meant\b|\brather than\b|\bthat's wrong\b|\bthat is wrong\b",
-                           re.I)
-CORRECTION_ZH = re.compile(r"不对|不是|算了|改用|改成|我是说|我的意思是|换成|搞错|错了|不行")
+# Negation that governs a request ("don't enable", "never", "stop"), not every "not" or "without"
+# ("rotate without downtime" asks for the same thing as "zero-downtime rotation").
+WEAK_ACTIONS = {"", "howto", "explain"}
+NEGATION_EN = re.compile(r"\b(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
+                         r"avoid|refrain from|prevent)\b", re.I)
+NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
+# A correction changes what the conversation has established: "No, ...", "that's wrong", "I meant",
+# "use B instead", "scratch that", "算了", "改用", "我是说". Kept narrow: a false positive only costs
+# the session's cache, but "instead" or "不是" alone are far too common to count.
+CORRECTION_EN = re.compile(r"^\s*(?:no|nope)\s*[,.!]|\b(?:that's|that is|you're|you are|this is)\s+"
+                           r"(?:wrong|incorrect|not (?:right|correct|what i))|\b(?:i|what i) meant\b|"
+                           r"\bnot what i (?:asked|meant|wanted)\b|\b(?:use|go with|switch to|try|do|make it)\b"
+                           r"[^.?!]{0,40}\binstead\b|\bscratch that\b|\bnever ?mind\b|\bforget (?:that|it)\b|"
+                           r"^\s*actually,?\s+(?:i|it|it's|we|use|make|the|that)\b|\bcorrection:", re.I)
+CORRECTION_ZH = re.compile(r"不对|不是这样|不是这个|不是我要的|算了|改用|改成|我是说|我的意思是|换成|搞错|弄错|错了|更正")
 # A number and what it counts: the next word that is not filler ("2 concurrent instances" ->
-# "2 instance", "2 个并发实例" -> "2 并发实例"); a unit right after it ("5 GB", "30%") is kept.
-NUMBER_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B\b|ms\b|s\b|个|台|次|条|份|位|张|天|小时|分钟|秒|块|元)?\s*"
-                         r"((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
+# "2 instance"); a unit right after it ("5 GB", "30%") is kept; "$500" is "500 dollar". Chinese:
+# after a counting measure word (个, 台, 位, ...) the noun up to a particle ("2 个并发实例" ->
+# "2 并发实例"); after a unit (号, 月, 天, 元, ...) the unit alone.
+NUMBER_UNIT = re.compile(r"[$€£¥]?(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
+                         r"小时|分钟|秒)?\s*((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
+COUNTERS = set("个台次条份位张")
+PARTICLES = re.compile(r"[的了吗呢吧和与或在到入就都也还要想能可会让给把被]")
+CURRENCY = {"$": "dollar", "€": "euro", "£": "pound", "¥": "yuan"}
 FILLER = {"of", "to", "the", "a", "an", "more", "concurrent", "new", "extra", "additional", "different", "separate",
           "parallel", "more", "other", "big", "small", "large", "in", "on", "at", "for", "per", "and", "or", "with",
           "simultaneous", "identical", "same"}
@@ -69,8 +82,18 @@ class Fingerprint:
     correction: bool
 
     def agrees(self, other: "Fingerprint") -> bool:
-        return (self.action == other.action and self.negated == other.negated
-                and self.entities == other.entities)
+        """Same request: no veto, the same action (or one names none), and names and identifiers
+        that overlap by at least a third when both have some (paraphrases drop or add incidental
+        ones)."""
+        if self.vetoes(other):
+            return False
+        # "how do I" and "what is" are question forms, not intents: they agree with any action
+        strong = {self.action, other.action} - WEAK_ACTIONS
+        if len(strong) > 1:
+            return False
+        a = {e for e in self.entities if not e[:1].isdigit()}
+        b = {e for e in other.entities if not e[:1].isdigit()}
+        return not (a and b and len(a & b) / len(a | b) < 1 / 3)
 
     def vetoes(self, other: "Fingerprint") -> list[str]:
         """Differences that forbid a hit at any similarity: a flipped negation ("turn A on" / "do not
@@ -81,10 +104,15 @@ class Fingerprint:
             out.append("negation flipped")
         if {self.action, other.action} == {"enable", "disable"}:
             out.append("enable vs disable")
-        counted_a = {e for e in self.entities if e[:1].isdigit()}
-        counted_b = {e for e in other.entities if e[:1].isdigit()}
-        if counted_a and counted_b and counted_a != counted_b:
-            out.append(f"counts {sorted(counted_a)} vs {sorted(counted_b)}")
+        nums_a, nums_b = _counted(self.entities), _counted(other.entities)
+        if nums_a and nums_b:
+            if set(nums_a) != set(nums_b):
+                out.append(f"numbers {sorted(nums_a)} vs {sorted(nums_b)}")
+            else:
+                clash = [n for n in nums_a if nums_a[n] and nums_b[n] and not nums_a[n] & nums_b[n]]
+                if clash:
+                    out.append("counted things differ: " + ", ".join(
+                        f"{n} {sorted(nums_a[n])} vs {sorted(nums_b[n])}" for n in clash))
         return out
 
     def differences(self, other: "Fingerprint") -> list[str]:
@@ -126,13 +154,18 @@ def entities_of(text: str) -> frozenset[str]:
     out: set[str] = set()
     for m in NUMBER_UNIT.finditer(text):
         num, unit, words = m.group(1), m.group(2) or "", (m.group(3) or "")
-        if unit and not re.fullmatch(r"[\u4e00-\u9fff]", unit):
+        sign = text[m.start()] if text[m.start()] in CURRENCY else ""
+        if sign:
+            out.add(f"{num} {CURRENCY[sign]}")
+            continue
+        if unit and unit not in COUNTERS:
             out.add(f"{num} {unit.lower()}")
             continue
         if words and re.fullmatch(r"[\u4e00-\u9fff]+", words):
-            out.add(f"{num} {words}")
+            out.add(f"{num} {PARTICLES.split(words)[0]}".strip() if unit else num)
             continue
         noun = next((w for w in words.lower().split() if w not in FILLER), "")
+        noun = {"dollars": "dollar", "bucks": "dollar", "usd": "dollar", "euros": "euro", "eur": "euro"}.get(noun, noun)
         out.add(f"{num} {_singular(noun)}".strip())
     for m in IDENT.finditer(text):
         val = next(g for g in m.groups() if g)
@@ -148,6 +181,18 @@ def entities_of(text: str) -> frozenset[str]:
         if m.group(1) not in STOP_NAMES:
             out.add(m.group(1).lower())
     return frozenset(out)
+
+
+def _counted(entities: frozenset[str]) -> dict[str, set[str]]:
+    """number -> the things it counts (empty: a bare number)."""
+    out: dict[str, set[str]] = {}
+    for e in entities:
+        if e[:1].isdigit():
+            num, _, noun = e.partition(" ")
+            out.setdefault(num, set())
+            if noun:
+                out[num].add(noun)
+    return out
 
 
 def _singular(word: str) -> str:

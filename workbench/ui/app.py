@@ -37,6 +37,7 @@ from .document import Autosave, SessionDocument
 from ..engine.kv import KV_CONFIGS
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
+from .semantic_panel import semantic_html
 from .state import AUTO, Panels, WorkbenchState
 from .viewmodel import Patch, PatchFeed
 
@@ -262,6 +263,9 @@ class WorkbenchApp:
         self.kv = pn.pane.HTML(kv_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
         self.kv_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=320, sizing_mode="stretch_width")
         self._prefill: Any = None
+        self.semantic_run = pn.widgets.Button(**{LABEL: "Look this turn up in a semantic cache of the earlier turns"},
+                                              width=420)
+        self.semantic = pn.pane.HTML(semantic_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
         self.teaching = TeachingPanel()
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
 
@@ -270,6 +274,7 @@ class WorkbenchApp:
         self.save_button.on_click(lambda _e: self._save())
         self.kv_config.param.watch(lambda _e: self._show_kv(), "value")
         self.export_button.on_click(lambda _e: self._export())
+        self.semantic_run.on_click(lambda _e: self._run_semantic())
         self.kv_run.on_click(lambda _e: self._run_prefill())
         self.revert_button.on_click(lambda _e: self._revert())
         self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
@@ -292,7 +297,9 @@ class WorkbenchApp:
                              "#### Messages", self.editor, extra, width=520)
         kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
         tabs = pn.Tabs(("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
-                       ("Prefix diff", self.diff), ("KV", kv), ("Teach", self.teaching.layout),
+                       ("Prefix diff", self.diff), ("KV", kv),
+                       ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
+                       ("Teach", self.teaching.layout),
                        ("Diagnostics", self.diagnostics),
                        dynamic=False, sizing_mode="stretch_width")
         main = pn.Column(self.header, self.alert, self.budget, tabs, sizing_mode="stretch_width")
@@ -408,6 +415,16 @@ class WorkbenchApp:
             self._prefill = None        # it was for another prompt
         self._show_kv()
         self.teaching.update(self.state, panels)
+
+    def _run_semantic(self) -> None:
+        self.semantic_run.disabled = True
+        self.semantic.object = semantic_html(None, note="loading the embedder, replaying the earlier turns…")
+
+        def done(result: Any, error: str) -> None:
+            self.semantic_run.disabled = False
+            self.semantic.object = semantic_html(None, note=f"failed: {error}") if error else semantic_html(*result)
+
+        self.controller.run_semantic(done)
 
     def _export_default(self) -> str:
         from ..home import workbench_home

@@ -284,6 +284,10 @@ class Controller:
         """Write the export bundle for the current settings and verify it; `done((path, report), error)`."""
         self._in_background("export", lambda: self.state.export(out), done)
 
+    def run_semantic(self, done: Callable[[Any, str], None]) -> None:
+        """Replay the earlier turns into a semantic cache and look this turn up; `done((decision, cache), error)`."""
+        self._in_background("semantic", self.state.semantic, done)
+
     def _in_background(self, name: str, fn: Callable[[], Any], done: Callable[[Any, str], None]) -> None:
         def work() -> None:
             try:

@@ -231,6 +231,9 @@ class Workbench:
                                   description="Export to", layout=W.Layout(width="100%"))
         self.export_button = W.Button(description="Export bundle")
         self.export_status = W.HTML()
+        from .semantic_panel import semantic_html
+        self.semantic_run = W.Button(description="Look this turn up in a semantic cache", layout=W.Layout(width="auto"))
+        self.semantic_out = W.HTML(semantic_html(None))
         self.kv_chart = None
         self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
@@ -253,6 +256,7 @@ class Workbench:
         self.kv_config.observe(lambda _c: self._show_kv(), "value")
         self.kv_run.on_click(lambda _b: self.prefill(wait=False))
         self.export_button.on_click(lambda _b: self.export(wait=False))
+        self.semantic_run.on_click(lambda _b: self.semantic(wait=False))
         self.teach_back.on_click(lambda _b: self._teach(-1))
         self.teach_next.on_click(lambda _b: self._teach(+1))
 
@@ -271,9 +275,10 @@ class Workbench:
             extra.set_title(i, t)
         tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
                                W.VBox([W.HBox([self.kv_config, self.kv_run]), self.kv, self.kv_chart]),
+                               W.VBox([self.semantic_run, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_title]), self.teach_body]),
                                self.diagnostics])
-        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "KV", "Teach", "Diagnostics")):
+        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Diagnostics")):
             tabs.set_title(i, t)
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
                        self.editor, extra], layout=W.Layout(width="40%"))
@@ -354,6 +359,28 @@ class Workbench:
             self.controller.background = False
         try:
             self.controller.run_export(self.export_path.value, done)
+        finally:
+            self.controller.background = background
+        return got[0] if got else None
+
+    def semantic(self, wait: bool = True) -> Any:
+        """Replay the earlier turns into a semantic cache and look the selected turn up (the Semantic
+        tab); with `wait`, returns (Decision, SemanticCache)."""
+        from .semantic_panel import semantic_html
+        got: list[Any] = []
+
+        def done(result: Any, error: str) -> None:
+            self.semantic_run.disabled = False
+            self.semantic_out.value = semantic_html(None, note=f"failed: {error}") if error else semantic_html(*result)
+            got.append(result)
+
+        self.semantic_run.disabled = True
+        self.semantic_out.value = semantic_html(None, note="loading the embedder, replaying the earlier turns…")
+        background = self.controller.background
+        if wait:
+            self.controller.background = False
+        try:
+            self.controller.run_semantic(done)
         finally:
             self.controller.background = background
         return got[0] if got else None

@@ -92,6 +92,7 @@ class WorkbenchState:
         self._records: list[TurnRecord | None] = []
         self._lock = threading.Lock()                 # one panels() at a time
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
+        self._semantic: Any = None                    # the semantic-cache panel's cache
         if isinstance(session, SessionDocument):
             self.open(session)
         else:
@@ -256,6 +257,16 @@ class WorkbenchState:
         first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1])
         report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer)
         return first, report, engine.m.to_json()
+
+    def semantic(self, embedder: Any = None) -> tuple[Any, Any]:
+        """The semantic-cache panel: the session's earlier turns replayed into a semantic cache, and
+        the selected turn looked up. Returns (Decision, SemanticCache). Loads the embedder on first use."""
+        from ..semantic.cache import SemanticCache
+        from .semantic_panel import replay
+        if self._semantic is None or (embedder is not None and self._semantic.embedder is not embedder):
+            self._semantic = SemanticCache(embedder)
+        requests = [self.doc.request(k) for k in range(1, self.doc.turn_count + 1)]
+        return replay(self._semantic, self.assembler(), requests, self.turn), self._semantic
 
     def export(self, out: str) -> tuple[Path, Any]:
         """The export bundle for the current settings (template, tokenizer, custom template, window)

@@ -1,0 +1,208 @@
+"""The evaluation harness: how the semantic cache decides on labelled pairs (a cached context and a
+new one, and whether the cached answer is right for the new one), per category, and how the
+thresholds were chosen.
+
+Six categories: paraphrase, coreference and added background should hit; entity swap, intent
+reversal and related-but-different should miss. For each pair, the cached context is the entry and
+the new context the query, represented exactly as the cache represents them (the window, the
+weights, the fingerprints), and decided by the same `decide` the cache uses.
+
+Calibration, from the data (the seed's advice: never copy thresholds from papers): the high
+threshold starts at the 95th percentile of the negatives' similarities, so at most 5% of
+near-misses pass on similarity alone; pairs around it are searched for the most recall that
+keeps precision at or above `min_precision`. When none does, the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import WorkbenchError
+from .cache import SemanticCache, Thresholds, decide
+from .embedders import Embedder
+from .fingerprint import Fingerprint
+
+CATEGORIES = ("paraphrase", "coreference", "added_background", "entity_swap", "intent_reversal",
+              "related_different")
+SHOULD_HIT = {"paraphrase": True, "coreference": True, "added_background": True, "entity_swap": False,
+              "intent_reversal": False, "related_different": False}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    context: tuple[dict, ...]
+    cached_context: tuple[dict, ...]
+    category: str
+    should_hit: bool
+    lang: str
+
+
+def load_dataset(path: str | Path | None = None) -> list[Case]:
+    """JSON lines (SPEC 7.2): {"context", "cached_context", "category", "should_hit", "lang"}; the
+    shipped set when no path is given. A bad line is an error naming the file and line."""
+    if path is None:
+        text = resources.files("workbench.semantic").joinpath("data/eval.jsonl").read_text(encoding="utf-8")
+        where = "the shipped evaluation set"
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise WorkbenchError(f"cannot read {path}: {exc.strerror}", hint="check the --dataset path") from None
+        where = str(path)
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            ctx, cached = tuple(d["context"]), tuple(d["cached_context"])
+            if not ctx or not cached or ctx[-1].get("role") != "user" or cached[-1].get("role") != "user":
+                raise ValueError("context and cached_context must end with a user message")
+            out.append(Case(str(d.get("id", f"line-{n}")), ctx, cached, str(d["category"]), bool(d["should_hit"]),
+                            str(d.get("lang", ""))))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkbenchError(f"{where}, line {n}: {exc}",
+                                 hint='each line: {"context": [...], "cached_context": [...], "category": ..., '
+                                      '"should_hit": true|false, "lang": "en"|"zh"}') from None
+    if not out:
+        raise WorkbenchError(f"{where} holds no cases")
+    return out
+
+
+@dataclass
+class Scored:
+    case: Case
+    similarity: float
+    query: Fingerprint
+    entry: Fingerprint
+
+
+def score(cases: Sequence[Case], cache: SemanticCache) -> tuple[list[Scored], float]:
+    """Similarity and fingerprints of every pair, as the cache would compute them; and the
+    embedding time per context (ms)."""
+    t0 = time.perf_counter()
+    out = []
+    for c in cases:
+        q_ctx, e_ctx = cache.context(c.context), cache.context(c.cached_context)
+        sim = float(cache.vector(q_ctx) @ cache.vector(e_ctx))
+        out.append(Scored(c, sim, q_ctx.fingerprint(), e_ctx.fingerprint()))
+    return out, (time.perf_counter() - t0) * 1e3 / max(2 * len(cases), 1)
+
+
+def report(scored: Sequence[Scored], th: Thresholds, *, fingerprints: bool = True) -> dict[str, Any]:
+    per: dict[str, dict[str, Any]] = {}
+    tp = fp = fn = tn = 0
+    for s in scored:
+        if fingerprints:
+            hit = decide(s.similarity, s.query, s.entry, th)[0]
+        else:
+            hit = s.similarity >= th.high
+        c = per.setdefault(s.case.category, {"cases": 0, "hits": 0, "correct": 0, "should_hit": s.case.should_hit})
+        c["cases"] += 1
+        c["hits"] += hit
+        c["correct"] += hit == s.case.should_hit
+        tp += hit and s.case.should_hit
+        fp += hit and not s.case.should_hit
+        fn += (not hit) and s.case.should_hit
+        tn += (not hit) and not s.case.should_hit
+    for c in per.values():
+        c["hit_rate"] = round(c["hits"] / c["cases"], 4)
+        c["accuracy"] = round(c["correct"] / c["cases"], 4)
+        # of the hits in this category, the share that should have hit (None: no hits)
+        c["precision"] = None if not c["hits"] else (1.0 if c["should_hit"] else 0.0)
+    hits = tp + fp
+    return {"categories": {k: per[k] for k in CATEGORIES if k in per} | {k: v for k, v in per.items() if k not in CATEGORIES},
+            "overall": {"cases": len(scored), "hits": hits, "hit_rate": round(hits / max(len(scored), 1), 4),
+                        "precision": round(tp / hits, 4) if hits else None,
+                        "recall": round(tp / max(tp + fn, 1), 4),
+                        "false_hits": fp, "missed": fn}}
+
+
+def calibrate(scored: Sequence[Scored], min_precision: float = 0.95) -> tuple[Thresholds, bool]:
+    """Thresholds from the data: the high one starts at the 95th percentile of the negatives'
+    similarities; then (high, low) pairs around it (0.1 above to 0.3 below) are searched for the most recall at
+    `min_precision` or better. Returns (thresholds, whether the precision target was met): when no
+    pair meets it, the start (high = low = the 95th percentile) is returned and the report says so."""
+    neg = np.array([s.similarity for s in scored if not s.case.should_hit], dtype=np.float64)
+    if len(neg) == 0:
+        raise WorkbenchError("calibration needs negative pairs (cases with should_hit false)")
+    start = float(np.round(np.percentile(neg, 95), 3))
+    best: tuple[float, float, Thresholds] | None = None
+    for high in np.round(np.arange(min(1.0, start + 0.1), max(-1.0, start - 0.3), -0.01), 3):
+        for low in np.round(np.arange(high, max(-1.0, high - 0.3), -0.02), 3):
+            th = Thresholds(high=float(high), low=float(low))
+            r = report(scored, th)["overall"]
+            if r["precision"] is not None and r["precision"] >= min_precision:
+                key = (r["recall"], float(high))
+                if best is None or key > best[:2]:
+                    best = (r["recall"], float(high), th)
+    if best is None:
+        return Thresholds(high=start, low=start), False
+    return best[2], True
+
+
+def sweep(scored: Sequence[Scored], low_gap: float = 0.1, steps: Sequence[float] | None = None) -> list[dict]:
+    """Per high threshold: similarity alone, and the two thresholds with fingerprints (low = high -
+    low_gap)."""
+    steps = steps if steps is not None else [round(x, 2) for x in np.arange(0.50, 0.99, 0.02)]
+    rows = []
+    for t in steps:
+        alone = report(scored, Thresholds(high=t, low=t), fingerprints=False)["overall"]
+        both = report(scored, Thresholds(high=t, low=max(-1.0, round(t - low_gap, 3))))["overall"]
+        rows.append({"high": t, "low": max(-1.0, round(t - low_gap, 3)),
+                     "similarity_only": {"hit_rate": alone["hit_rate"], "precision": alone["precision"],
+                                         "recall": alone["recall"]},
+                     "with_fingerprints": {"hit_rate": both["hit_rate"], "precision": both["precision"],
+                                           "recall": both["recall"]}})
+    return rows
+
+
+def sweep_figure(rows: Sequence[dict], chosen: Thresholds) -> dict[str, Any]:
+    x = [r["high"] for r in rows]
+    data = []
+    for key, dash in (("similarity_only", "dot"), ("with_fingerprints", "solid")):
+        for metric, color in (("precision", "#1f6feb"), ("hit_rate", "#2da44e"), ("recall", "#bf8700")):
+            data.append({"type": "scatter", "mode": "lines", "x": x, "y": [r[key][metric] for r in rows],
+                         "name": f"{metric} ({key.replace('_', ' ')})", "line": {"color": color, "dash": dash}})
+    return {"data": data, "layout": {
+        "title": {"text": "Semantic cache: threshold sweep"}, "xaxis": {"title": {"text": "high threshold"}},
+        "yaxis": {"range": [0, 1.02]}, "height": 420,
+        "shapes": [{"type": "line", "x0": chosen.high, "x1": chosen.high, "y0": 0, "y1": 1, "line": {"dash": "dash"}}]}}
+
+
+def evaluate(cache: SemanticCache, cases: Sequence[Case], thresholds: Thresholds | None = None,
+             min_precision: float = 0.95) -> dict[str, Any]:
+    scored, embed_ms = score(cases, cache)
+    met = None
+    if thresholds is None:
+        th, met = calibrate(scored, min_precision)
+    else:
+        th = thresholds
+    neg = [s.similarity for s in scored if not s.case.should_hit]
+    pos = [s.similarity for s in scored if s.case.should_hit]
+    rows = sweep(scored)
+    return {"embedder": cache.embedder.name, "window": cache.window, "cases": len(cases),
+            "languages": sorted({c.lang for c in cases}),
+            "thresholds": {"high": th.high, "low": th.low, "calibrated": thresholds is None,
+                           "min_precision": min_precision, "precision_target_met": met,
+                           "negatives_p95": round(float(np.percentile(neg, 95)), 4) if neg else None,
+                           "positives_median": round(float(np.median(pos)), 4) if pos else None},
+            **report(scored, th),
+            "by_language": {lang: report([s for s in scored if s.case.lang == lang], th)["overall"]
+                            for lang in sorted({c.lang for c in cases})},
+            "similarity_only_at_high": report(scored, th, fingerprints=False)["overall"],
+            "sweep": rows, "embed_ms_per_context": round(embed_ms, 3)}
+
+
+def make_cache(embedder: str, window: int) -> SemanticCache:
+    from .embedders import HashingEmbedder, MiniLMEmbedder
+    emb: Embedder = MiniLMEmbedder() if embedder == "minilm" else HashingEmbedder()
+    return SemanticCache(emb, window=window)
