@@ -69,7 +69,7 @@ def test_the_two_thresholds_and_the_fingerprint_band() -> None:
     band_ok = c.lookup("s1", [u("How can I deploy the billing service?")], V)
     assert band_ok.hit and "fingerprints agree" in band_ok.reason
     band_bad = c.lookup("s1", [u("How do I migrate the billing service?")], V)
-    assert not band_bad.hit and "fingerprints differ" in band_bad.reason and "action" in band_bad.reason
+    assert not band_bad.hit and ("fingerprints differ" in band_bad.reason or "differs in" in band_bad.reason)
     far = cache(thresholds=Thresholds(high=0.99, low=0.9))
     far.put("s1", [u("How do I deploy the billing service?")], {"text": "x"}, V)
     assert "< low threshold" in far.lookup("s1", [u("What is the weather like?")], V).reason
@@ -167,10 +167,13 @@ def test_the_default_embedder_is_all_minilm_and_the_guard_holds() -> None:
     assert v.shape == (2, 384) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     c = SemanticCache(emb, thresholds=Thresholds(high=0.8, low=0.6))
     c.put("s1", [u("Turn feature A on for the EU region")], {"text": "done"}, V)
-    para = c.lookup("s1", [u("Please switch on feature A in the EU region")], V)
+    para = c.lookup("s1", [u("I need feature A turned on in the EU region, how?")], V)
     flip = c.lookup("s1", [u("Do not turn feature A on for the EU region")], V)
     assert para.hit, para.reason
     assert not flip.hit and flip.similarity > 0.8 and "negation flipped" in flip.reason
+    # The pairwise text check: near-identical, one content word swapped.
+    swap = c.lookup("s1", [u("Turn feature A on for the US region")], V)
+    assert not swap.hit and swap.similarity > 0.8 and "differs in" in swap.reason
 
 
 def test_the_index_finds_the_exact_nearest_on_both_scan_paths() -> None:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import WorkbenchError
 from .embedders import Embedder, default_embedder
-from .fingerprint import Fingerprint, fingerprint, is_correction
+from .fingerprint import Fingerprint, fingerprint, is_correction, text_difference
 from .index import VectorIndex
 
 STATES = ("active", "suspect", "frozen")
@@ -92,6 +92,10 @@ class Context:
         return fp
 
 
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
 def _vkey(versions: dict[str, str]) -> tuple:
     return tuple(sorted((str(k), str(v)) for k, v in versions.items()))
 
@@ -120,6 +124,8 @@ class Entry:
     hits: int = 0
     shadow_hits: int = 0
     shadow_agreed: int = 0
+    current_text: str = ""               # the context's parts, for the pairwise text check
+    window_text: str = ""
 
     def expired(self, now: float) -> bool:
         return now >= self.created + self.ttl_s
@@ -128,7 +134,8 @@ class Entry:
         return {"id": self.id, "session": self.session, "fingerprint": self.fingerprint.to_json(),
                 "versions": self.versions, "created": self.created, "ttl_s": self.ttl_s, "payload": self.payload,
                 "context_text": self.context_text, "state": self.state, "hits": self.hits,
-                "shadow_hits": self.shadow_hits, "shadow_agreed": self.shadow_agreed}
+                "shadow_hits": self.shadow_hits, "shadow_agreed": self.shadow_agreed,
+                "current_text": self.current_text, "window_text": self.window_text}
 
 
 @dataclass(frozen=True)
@@ -161,11 +168,20 @@ class Decision:
 
 
 def decide(similarity: float, query: Fingerprint, entry: Fingerprint, thresholds: Thresholds,
-           state: str = "active") -> tuple[bool, bool, str]:
+           state: str = "active", texts: tuple[tuple[str, str], tuple[str, str]] | None = None
+           ) -> tuple[bool, bool, str]:
     """(hit, shadow, why) for the nearest entry: the two thresholds, the fingerprint band and the
-    guard. Shared by lookups and the evaluation harness, so both decide alike."""
+    guards. `texts`: ((current, window) of the query, (current, window) of the entry) for the
+    pairwise text check. Shared by lookups and the evaluation harness, so both decide alike."""
     th, s = thresholds, similarity
     veto = query.vetoes(entry) if s >= th.low else []
+    if not veto and texts is not None and s >= th.low:
+        (qc, qw), (ec, ew) = texts
+        diff = text_difference(qc, ec)
+        if not diff and qw and ew and _same(qc, ec):
+            diff = text_difference(qw, ew, entities_only=True)
+        if diff:
+            veto = [f"near-identical but differs in {', '.join(diff[:4])}"]
     if veto:
         return False, False, f"miss: similarity {s:.3f}, but {'; '.join(veto)}"
     if s >= th.high:
@@ -233,7 +249,8 @@ class SemanticCache:
         with self._lock:
             e = Entry(secrets.randbits(48), SHARED if shared else session, -1, ctx.fingerprint(), dict(versions),
                       self.clock(), ttl, dict(payload), ctx.current if not ctx.window_text() else
-                      f"{ctx.window_text()}\nuser: {ctx.current}", state)
+                      f"{ctx.window_text()}\nuser: {ctx.current}", state,
+                      current_text=ctx.current, window_text=ctx.window_text())
             self._insert(e, vec)
         if self.store is not None:
             self.store.save(e, vec)
@@ -307,7 +324,8 @@ class SemanticCache:
                                 (), (t1 - t0) * 1e3, (t2 - t1) * 1e3)
             best = nearest[0]
             e = self.entries[best.entry_id]
-            hit, shadow, why = decide(best.similarity, fp, e.fingerprint, self.thresholds, e.state)
+            hit, shadow, why = decide(best.similarity, fp, e.fingerprint, self.thresholds, e.state,
+                                      ((ctx.current, ctx.window_text()), (e.current_text, e.window_text)))
             if shadow:
                 e.shadow_hits += 1
             elif hit:
@@ -361,7 +379,7 @@ class SemanticCache:
                 e = Entry(meta["id"], meta["session"], -1, Fingerprint.from_json(meta["fingerprint"]),
                           dict(meta["versions"]), meta["created"], meta["ttl_s"], meta["payload"],
                           meta["context_text"], meta["state"], meta["hits"], meta.get("shadow_hits", 0),
-                          meta.get("shadow_agreed", 0))
+                          meta.get("shadow_agreed", 0), meta.get("current_text", ""), meta.get("window_text", ""))
                 self._insert(e, vec)
                 n += 1
         return n

@@ -83,6 +83,7 @@ class Scored:
     similarity: float
     query: Fingerprint
     entry: Fingerprint
+    texts: tuple[tuple[str, str], tuple[str, str]] | None = None   # (current, window) of each side
 
 
 def score(cases: Sequence[Case], cache: SemanticCache) -> tuple[list[Scored], float]:
@@ -93,7 +94,8 @@ def score(cases: Sequence[Case], cache: SemanticCache) -> tuple[list[Scored], fl
     for c in cases:
         q_ctx, e_ctx = cache.context(c.context), cache.context(c.cached_context)
         sim = float(cache.vector(q_ctx) @ cache.vector(e_ctx))
-        out.append(Scored(c, sim, q_ctx.fingerprint(), e_ctx.fingerprint()))
+        out.append(Scored(c, sim, q_ctx.fingerprint(), e_ctx.fingerprint(),
+                          ((q_ctx.current, q_ctx.window_text()), (e_ctx.current, e_ctx.window_text()))))
     return out, (time.perf_counter() - t0) * 1e3 / max(2 * len(cases), 1)
 
 
@@ -102,7 +104,7 @@ def report(scored: Sequence[Scored], th: Thresholds, *, fingerprints: bool = Tru
     tp = fp = fn = tn = 0
     for s in scored:
         if fingerprints:
-            hit = decide(s.similarity, s.query, s.entry, th)[0]
+            hit = decide(s.similarity, s.query, s.entry, th, texts=s.texts)[0]
         else:
             hit = s.similarity >= th.high
         c = per.setdefault(s.case.category, {"cases": 0, "hits": 0, "correct": 0, "should_hit": s.case.should_hit})
