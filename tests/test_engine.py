@@ -16,7 +16,7 @@ from workbench import Assembler, load_session
 from workbench.cli.main import main
 from workbench.engine.engine import Engine
 from workbench.engine.kv import KV_CONFIGS, kv_config, paged_view
-from workbench.engine.models import _device_errors, is_out_of_memory, load_model
+from workbench.engine.models import device_errors, is_out_of_memory, load_model
 from workbench.errors import EngineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_running_out_of_memory_is_an_engine_error() -> None:
         torch.empty(1 << 62, dtype=torch.uint8)             # a real allocation failure
     assert is_out_of_memory(caught.value)
     with pytest.raises(EngineError, match="out of memory on cpu"):
-        with _device_errors("cpu", "prefill"):
+        with device_errors("cpu", "prefill"):
             torch.empty(1 << 62, dtype=torch.uint8)
 
 

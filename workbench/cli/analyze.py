@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..analysis import analyze
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 
@@ -23,8 +23,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     asm, prepare = build_assembler(session, args)
     turns = analyze(asm, [prepare(t) for t in session.turns])
     if args.json:
-        json.dump({"turns": [t.to_json() for t in turns]}, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json({"turns": [t.to_json() for t in turns]})
         return 0
     out = sys.stdout
     out.write(f"{session.title}: {len(turns)} turns, template {asm.template.name}, tokenizer {asm.tokenizer.name}\n")

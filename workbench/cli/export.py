@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from ..errors import WorkbenchError
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 
@@ -43,8 +42,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..export.verify import verify
     report = verify(out)
     if args.json:
-        json.dump({"bundle": str(out), "verify": report.to_json()}, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json({"bundle": str(out), "verify": report.to_json()})
     else:
         print(f"wrote {out}: template {asm.template.name} ({asm.template.version[:12]}), tokenizer "
               f"{asm.tokenizer.name} ({asm.tokenizer.version[:12]}), {len(sessions)} golden session(s); "
@@ -60,8 +58,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     report = verify(args.bundle, args.session)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(report.to_json())
     else:
         for m in report.mismatches:
             print(f"MISMATCH {m['file']} ({m['field']}): {m['message']}")

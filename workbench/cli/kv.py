@@ -4,12 +4,12 @@ token, and per turn the blocks of the paged view, those shared with earlier turn
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, kv_config, paged_view
 from ..errors import WorkbenchError
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 
@@ -39,8 +39,7 @@ def cmd_kv(args: argparse.Namespace) -> int:
            "turns": [{"turn": t.turn, "tokens": t.tokens, "blocks": t.blocks, "shared_blocks": t.shared_blocks,
                       "new_blocks": t.new_blocks, "kv_bytes": t.kv_bytes, "held_bytes": t.held_bytes} for t in turns]}
     if args.json:
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     o = sys.stdout
     o.write(f"{session.title}: {cfg.name}, {cfg.layers} layers × {cfg.kv_heads} KV heads × {cfg.head_dim} × 2 × "

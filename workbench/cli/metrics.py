@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 
@@ -32,8 +32,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             out["cache"] = {"hits": dict(cache.hits), "misses": dict(cache.misses), "hit_rate": dict(cache.hit_rate),
                             "faults": dict(cache.faults), "local_bytes": cache.local_bytes,
                             "redis_enabled": cache.redis_enabled}
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        print_json(out)
     else:
         # The assembler's counters, then the prompt cache's tiers (hits per tier, faults, bytes).
         sys.stdout.write(snap.prometheus_text())

@@ -6,11 +6,11 @@ measured in the same run) and the KV bytes."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..errors import WorkbenchError
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 
@@ -80,8 +80,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
     out = {"model": engine.m.to_json(), "turns": turns, "processed_tokens": engine.processed_tokens}
     if args.json:
-        json.dump(out, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     o = sys.stdout
     m = engine.m
@@ -117,8 +116,7 @@ def _remote(args: argparse.Namespace, session: object) -> int:
     out = {"model": {"name": remote.model, "source": "remote", "url": remote.base}, "turns": turns,
            "cached_tokens_reported": all(t["cached_tokens"] is not None for t in turns)}
     if args.json:
-        json.dump(out, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     o = sys.stdout
     o.write(f"{session.title}: {len(turns)} turns · remote {remote.model} at {remote.base}\n")

@@ -17,6 +17,7 @@ from ..result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
 from ..truncation import TruncationPolicy
 from ..variables import VariableConfig
+from .output import print_json
 
 DEFAULT_TEMPLATE = "qwen2.5"
 
@@ -117,8 +118,7 @@ def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyRes
 def cmd_variables(args: argparse.Namespace) -> int:
     result = assemble_turn(load_session(args.session), args)
     if args.json:
-        json.dump({"variables": [b.to_json() for b in result.variables]}, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json({"variables": [b.to_json() for b in result.variables]})
         return 0
     print_variables(result, sys.stdout)
     return 0
@@ -155,8 +155,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _emit(session: SessionFile, args: argparse.Namespace) -> int:
     result = assemble_turn(session, args)
     if args.json:
-        json.dump(result.to_json(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(result.to_json())
         return 0
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                         and not os.environ.get("NO_COLOR"))

@@ -4,10 +4,10 @@ category hit rate and precision, thresholds calibrated from the negatives, a thr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..errors import WorkbenchError
+from .output import print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +52,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         fig = sweep_figure(out["sweep"], Thresholds(out["thresholds"]["high"], out["thresholds"]["low"]))
         pio.write_html(fig, args.chart, include_plotlyjs=True, full_html=True)   # self-contained: works offline
     if args.json:
-        json.dump(out, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     o = sys.stdout
     t = out["thresholds"]

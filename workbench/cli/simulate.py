@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..cache.providers import ProviderParams, simulate
 from ..cache.turn_prompts import turn_prompts
 from ..sessions import load_session
+from .output import print_json
 from .render import build_assembler, common_options
 
 PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
@@ -36,8 +36,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     turns = turn_prompts([sess.assemble(prepare(t)) for t in session.turns], args.breakpoints)
     sim = simulate(turns, args.provider, params)
     if args.json:
-        json.dump(sim.to_json(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(sim.to_json())
         return 0
     o = sys.stdout
     o.write(f"{session.title}: {len(turns)} turns · provider {sim.provider} ({params.model}) · "

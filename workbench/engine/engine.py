@@ -15,7 +15,7 @@ import numpy as np
 
 from .._optional import require
 from ..errors import EngineError
-from .models import LoadedModel, _device_errors, load_model
+from .models import LoadedModel, device_errors, load_model
 from .radix import RadixKVCache
 
 DEFAULT_KV_CAP = 2 << 30    # 2 GiB of KV held across prompts
@@ -83,7 +83,7 @@ class Engine:
         match = self.cache.match(ids) if reuse else None
         if match is not None:
             reused = min(match.length, n - 1)
-        with _device_errors(self.m.device, f"prefill of {n} tokens"):
+        with device_errors(self.m.device, f"prefill of {n} tokens"):
             cache = self._cache_from(match, reused)
             t0 = time.perf_counter()
             out = self._forward(ids[reused:], cache)

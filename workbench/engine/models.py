@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .._optional import require
 from ..errors import EngineError
@@ -140,7 +141,7 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
         kind, kw = SYNTHETIC[name]
         config = transformers.AutoConfig.for_model(kind, vocab_size=vocab_size, **kw)
         torch.manual_seed(seed)
-        with _device_errors(dev, name):
+        with device_errors(dev, name):
             with torch.device(dev):
                 model = transformers.AutoModelForCausalLM.from_config(config, dtype=dt)
         source, label = "synthetic", f"synthetic {name} (random weights: timings and KV sizes real, words meaningless)"
@@ -150,7 +151,7 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
             if not path.is_file():
                 raise EngineError(f"{path}: no such GGUF file")
             require("gguf", "loading GGUF models")
-            with _device_errors(dev, name):
+            with device_errors(dev, name):
                 model = transformers.AutoModelForCausalLM.from_pretrained(
                     str(path.parent), gguf_file=path.name, dtype=dt, local_files_only=True).to(dev)
             source = "gguf"
@@ -159,7 +160,7 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
                 raise EngineError(f"{path}: not a model folder (no config.json)",
                                   hint="give a folder saved by save_pretrained, a .gguf file, or one of "
                                        + ", ".join(SYNTHETIC))
-            with _device_errors(dev, name):
+            with device_errors(dev, name):
                 try:
                     model = transformers.AutoModelForCausalLM.from_pretrained(
                         str(path), dtype=dt, local_files_only=True).to(dev)
@@ -193,21 +194,17 @@ def _is_instruct(path: Path) -> bool:
     return any(k in n for k in ("instruct", "-it", "chat"))
 
 
-class _device_errors:
+@contextmanager
+def device_errors(device: str, what: str) -> Iterator[None]:
     """Turn the device running out of memory into an EngineError that says what to do."""
-
-    def __init__(self, device: str, what: str):
-        self.device, self.what = device, what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool:
-        if exc is not None and is_out_of_memory(exc):
-            raise EngineError(f"{self.what}: out of memory on {self.device}",
-                              hint="use a smaller model (tiny), a shorter prompt, --dtype bfloat16, "
-                                   "or a lower KV cache cap") from None
-        return False
+    try:
+        yield
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise EngineError(f"{what}: out of memory on {device}",
+                          hint="use a smaller model (tiny), a shorter prompt, --dtype bfloat16, "
+                               "or a lower KV cache cap") from None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SessionFileError, WorkbenchError
-from ..home import workbench_home  # noqa: F401 - also imported from here
+from ..home import workbench_home
 from ..intake import detect_format
 from ..sessions import SessionFile, parse_session
 

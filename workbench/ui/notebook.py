@@ -318,26 +318,16 @@ class Workbench:
         """A real prefill of the selected turn after the previous one (synthetic tiny model, CPU),
         shown in the KV tab; with `wait`, here and now, returning (previous, this turn, model)."""
         at = (self.state.generation, self.state.turn)
-        got: list[Any] = []
 
-        def done(result: Any, error: str) -> None:
+        def show(result: Any, error: str) -> None:
             self.kv_run.disabled = False
             if result is not None:
                 self._prefill = (at, result)
-                got.append(result)
             self._show_kv(f"prefill failed: {error}" if error else "")
 
         self.kv_run.disabled = True
         self._show_kv("running the prefill: loading the model, then two forward passes…")
-        if wait:
-            background, self.controller.background = self.controller.background, False
-            try:
-                self.controller.run_prefill(done)
-            finally:
-                self.controller.background = background
-            return got[0] if got else None
-        self.controller.run_prefill(done)
-        return None
+        return self._request(self.controller.run_prefill, show, wait)
 
     def export(self, out: str | None = None, wait: bool = True) -> Any:
         """Write the production bundle for the current settings (this session's turns as goldens) and
@@ -345,42 +335,43 @@ class Workbench:
         from .html import export_html
         if out is not None:
             self.export_path.value = str(out)
-        got: list[Any] = []
 
-        def done(result: Any, error: str) -> None:
+        def show(result: Any, error: str) -> None:
             self.export_button.disabled = False
             self.export_status.value = export_html(result, error)
-            got.append(result)
 
         self.export_button.disabled = True
         self.export_status.value = "exporting: every turn assembled, then verified…"
-        background = self.controller.background
-        if wait:
-            self.controller.background = False
-        try:
-            self.controller.run_export(self.export_path.value, done)
-        finally:
-            self.controller.background = background
-        return got[0] if got else None
+        return self._request(lambda done: self.controller.run_export(self.export_path.value, done), show, wait)
 
     def semantic(self, wait: bool = True) -> Any:
         """Replay the earlier turns into a semantic cache and look the selected turn up (the Semantic
         tab); with `wait`, returns (Decision, SemanticCache)."""
         from .semantic_panel import semantic_html
-        got: list[Any] = []
 
-        def done(result: Any, error: str) -> None:
+        def show(result: Any, error: str) -> None:
             self.semantic_run.disabled = False
             self.semantic_out.value = semantic_html(None, note=f"failed: {error}") if error else semantic_html(*result)
-            got.append(result)
 
         self.semantic_run.disabled = True
         self.semantic_out.value = semantic_html(None, note="loading the embedder, replaying the earlier turns…")
-        background = self.controller.background
-        if wait:
-            self.controller.background = False
+        return self._request(self.controller.run_semantic, show, wait)
+
+    def _request(self, start: Any, show: Any, wait: bool) -> Any:
+        """Start slow work through the controller, `show` its outcome; with `wait`, run it here and
+        return its result (None on an error, which `show` displays)."""
+        got: list[Any] = []
+
+        def done(result: Any, error: str) -> None:
+            show(result, error)
+            got.append(result)
+
+        if not wait:
+            start(done)
+            return None
+        background, self.controller.background = self.controller.background, False
         try:
-            self.controller.run_semantic(done)
+            start(done)
         finally:
             self.controller.background = background
         return got[0] if got else None
