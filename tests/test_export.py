@@ -256,3 +256,35 @@ def test_a_bundle_loads_where_only_the_core_and_its_tokenizer_pack_are_installed
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["True", "[]"]
+
+
+def test_the_semantic_cache_settings_travel_with_the_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.semantic.cache import SemanticCache, Thresholds
+    from workbench.semantic.embedders import HashingEmbedder
+
+    tuned = SemanticCache(HashingEmbedder(), thresholds=Thresholds(0.93, 0.71), window=3)
+    asm = Assembler(template="qwen2.5", cache=None)
+    s = load_session(ROOT / "sample_sessions" / "tool_agent.json")
+    folder = export_bundle(asm, tmp_path / "b", [("tool_agent.json", list(s.turns))], semantic=tuned.settings())
+    loaded = load(folder).semantic_cache(HashingEmbedder())
+    assert (loaded.thresholds, loaded.window, loaded.current_weight) == (Thresholds(0.93, 0.71), 3, 0.65)
+    # the thresholds belong to the embedder they were calibrated with
+    with pytest.raises(BundleError, match="embedder") as exc:
+        load(folder).semantic_cache(SemanticCache(HashingEmbedder(dim=256)).embedder)
+    assert exc.value.field == "semantic_cache"
+    edit_yaml(folder, lambda d: d["semantic_cache"].update(rules_version=99))
+    with pytest.raises(BundleError, match="rules_version"):
+        load(folder).semantic_cache(HashingEmbedder())
+    edit_yaml(folder, lambda d: d["semantic_cache"]["thresholds"].update(high="high"))
+    with pytest.raises(BundleError, match="semantic_cache.thresholds.high"):
+        load(folder)
+    # the CLI writes the pair it is given, and refuses one that is not a pair
+    out = tmp_path / "cli"
+    assert main(["export", str(ROOT / "sample_sessions" / "tool_agent.json"), "-o", str(out), "--turns", "last",
+                 "--semantic-thresholds", "0.95,0.8"]) == 0
+    assert yaml.safe_load((out / "workbench.yaml").read_text())["semantic_cache"]["thresholds"] == {"high": 0.95,
+                                                                                                 "low": 0.8}
+    capsys.readouterr()
+    assert main(["export", str(ROOT / "sample_sessions" / "tool_agent.json"), "-o", str(tmp_path / "x"),
+                 "--semantic-thresholds", "0.9"]) == 2
+    assert capsys.readouterr().err.startswith("error: --semantic-thresholds takes HIGH,LOW")

@@ -12,7 +12,8 @@ from redis_server import redis_server  # noqa: F401 - fixture
 from workbench.errors import WorkbenchError
 from workbench.semantic.cache import SHORT_TTL_S, SemanticCache, Thresholds
 from workbench.semantic.embedders import HashingEmbedder, MiniLMEmbedder
-from workbench.semantic.fingerprint import fingerprint
+from workbench.semantic.compare import direction_reversed, missing, pair_vetoes, reversals, text_difference
+from workbench.semantic.fingerprint import entities_of, fingerprint, question
 from workbench.semantic.store import RedisSemanticStore
 
 V = {"model": "m1", "tokenizer": "qwen2.5@5221b958", "system_prompt": "sp1", "knowledge": "kb1"}
@@ -43,6 +44,10 @@ class Clock:
     ("Enable dark mode", "Disable dark mode", False),
     ("How can I deploy the system?", "How do I deploy the system?", True),
     ("What is the price of the Pro tier?", "How much does the Pro tier cost?", True),
+    # questions after different kinds of answer
+    ("Where can I see the deploy logs?", "How long does a deploy take?", False),
+    ("这个合同需要谁来盖章？", "这个合同多久能审完？", False),
+    ("I'm 3 years in. How many days of leave do I get?", "我工作满三年了，年假有几天？", True),
 ])
 def test_fingerprints_tell_apart_what_embeddings_confuse(one: str, two: str, same: bool) -> None:
     assert fingerprint(one).agrees(fingerprint(two)) is same
@@ -66,8 +71,10 @@ def test_the_two_thresholds_and_the_fingerprint_band() -> None:
     c.put("s1", [u("How do I deploy the billing service?")], {"text": "use the deploy pipeline"}, V)
     same = c.lookup("s1", [u("How do I deploy the billing service?")], V)
     assert same.hit and same.similarity == pytest.approx(1.0, abs=1e-5) and "high threshold" in same.reason
-    band_ok = c.lookup("s1", [u("How can I deploy the billing service?")], V)
-    assert band_ok.hit and "fingerprints agree" in band_ok.reason
+    repeat = c.lookup("s1", [u("Sorry, new here. How can I deploy the billing service?")], V)
+    assert repeat.hit and "names everything the cached request asks" in repeat.reason
+    band_ok = c.lookup("s1", [u("How can I ship billing service releases?")], V)
+    assert band_ok.hit and "fingerprints agree" in band_ok.reason, band_ok.reason
     band_bad = c.lookup("s1", [u("How do I migrate the billing service?")], V)
     assert not band_bad.hit and ("fingerprints differ" in band_bad.reason or "differs in" in band_bad.reason)
     far = cache(thresholds=Thresholds(high=0.99, low=0.9))
@@ -197,3 +204,58 @@ def test_the_index_finds_the_exact_nearest_on_both_scan_paths() -> None:
             want = np.argsort(-exact)[:3]
             assert got_rows.tolist() == want.tolist()
             assert np.allclose(got, exact[want], atol=1e-6)     # the scores are float32, exactly
+
+
+@pytest.mark.parametrize("one, two", [
+    ("How do I freeze my debit card in the app?", "found it! how do I unfreeze it in the app?"),
+    ("How do I add a created_at column?", "How do I remove the created_at column?"),
+    ("MySQL 里怎么给 orders 表加一个字段？", "MySQL 里怎么把 orders 表的这个字段删掉？"),
+    ("How do I upgrade to the annual plan?", "How do I downgrade to the monthly plan?"),
+])
+def test_opposite_requests_are_told_apart(one: str, two: str) -> None:
+    assert reversals(one, two) and reversals(two, one)
+    assert not reversals(one, one)
+
+
+def test_the_same_things_in_the_other_order_are_another_request() -> None:
+    assert direction_reversed("JS 里怎么把时间戳转成 YYYY-MM-DD 格式的日期？", "JS 里怎么把 YYYY-MM-DD 格式的日期转成时间戳？")
+    assert direction_reversed("How do I convert a timestamp to a date?", "How do I convert a date to a timestamp?")
+    assert direction_reversed("How do I make my hydrangeas turn blue instead of pink?",
+                              "How do I make my hydrangeas turn pink instead of blue?")
+    assert not direction_reversed("How do I convert a timestamp to a date?", "how to turn a timestamp into a date")
+
+
+def test_background_is_not_the_question() -> None:
+    long = ("I'm having knee surgery soon (torn meniscus, skiing accident, don't ask). How do I freeze my "
+            "membership?")
+    assert question(long).strip() == "How do I freeze my membership?"
+    assert not fingerprint(long).negated                       # "don't ask" negates nothing asked
+    assert fingerprint("Don't renew it. How do I stop the renewal?").action == "disable"
+    # added background is no difference; a swapped thing in the background is
+    short = "My cat is a bit overweight. How can I help her lose weight safely?"
+    chatty = "My cat is a bit overweight. She's the love of my life, haha. How can I help her lose weight safely?"
+    assert not text_difference(chatty, short) and not missing(short, chatty, "")
+    assert text_difference("My dog is a bit overweight. How can I help her lose weight safely?", short) == ["cat"] \
+        or "cat" in text_difference("My dog is a bit overweight. How can I help her lose weight safely?", short)
+
+
+def test_chinese_numerals_compare_as_numbers() -> None:
+    assert "5 year" in entities_of("我在公司工作满五年了") and "3 year" in entities_of("满三年")
+    assert fingerprint("工作满五年，年假有几天？").vetoes(fingerprint("工作满三年，年假有几天？"))
+
+
+def test_the_same_message_over_different_earlier_turns_is_not_the_same_request() -> None:
+    q = ("How do I make it write logs to a file?", "user: I use loguru in our Flask app.")
+    e = ("How do I make it write logs to a file?", "user: I use the standard logging module in our Flask app.")
+    assert any("earlier turns" in v for v in pair_vetoes(q, e))
+    assert not pair_vetoes(q, q)
+
+
+def test_a_vetoed_nearest_entry_does_not_hide_the_right_one() -> None:
+    c = cache(thresholds=Thresholds(high=0.999, low=0.3))
+    c.put("s1", [u("How do I book a table for 4 at 7pm tonight?")], {"text": "four"}, V)
+    c.put("s1", [u("Hi! How do I book a table for 9 at 7pm tonight?")], {"text": "nine"}, V)
+    d = c.lookup("s1", [u("How do I book a table for 9 at 7pm tonight?")], V)
+    four = next(n for n in d.nearest if c.entries[n.entry_id].payload == {"text": "four"})
+    assert four.similarity > 0.95 and "numbers" in four.why                # as near as the right one, and vetoed
+    assert d.hit and d.entry is not None and d.entry.payload == {"text": "nine"}

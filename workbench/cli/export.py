@@ -21,6 +21,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="the environment variable production reads the Redis URL from")
     e.add_argument("--redis-required", action="store_true", help="refuse to load without that variable")
     e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    e.add_argument("--semantic-thresholds", metavar="HIGH,LOW", default=None,
+                   help="the semantic cache's thresholds for production (default: the built-in pair; "
+                        "calibrate with `workbench semantic eval`)")
+    e.add_argument("--semantic-window", type=int, default=5, metavar="N", help="the semantic cache's window")
     common_options(e, turn=False)
     e.set_defaults(func=cmd_export)
 
@@ -37,8 +41,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     files = [load_session(p) for p in args.session]
     asm, prepare = build_assembler(files[0], args, cache=None)
     sessions = [(Path(p).name, [prepare(t) for t in f.turns]) for p, f in zip(args.session, files)]
+    from ..semantic.cache import Thresholds, settings
+    from .semantic import parse_thresholds
+    if args.semantic_window < 0:
+        raise WorkbenchError(f"--semantic-window must be at least 0, got {args.semantic_window}")
+    th = parse_thresholds(args.semantic_thresholds, "--semantic-thresholds") or Thresholds()
+    semantic = settings(th, window=args.semantic_window)
     out = export_bundle(asm, args.out, sessions, turns=args.turns, redis_env=args.redis_env,
-                        redis_required=args.redis_required, overwrite=args.force)
+                        redis_required=args.redis_required, overwrite=args.force, semantic=semantic)
     from ..export.verify import verify
     report = verify(out)
     if args.json:

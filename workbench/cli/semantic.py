@@ -14,7 +14,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("semantic", help="the context-aware semantic cache")
     ss = s.add_subparsers(dest="semantic_command", required=True)
     e = ss.add_parser("eval", help="evaluate on labelled pairs: per-category hit rate and precision, threshold sweep")
-    e.add_argument("--dataset", metavar="FILE", default=None, help="JSON lines (default: the shipped set)")
+    e.add_argument("--dataset", metavar="FILE", default=None, help="JSON lines, or a shipped set: eval (the default) or heldout")
     e.add_argument("--window", type=int, default=5, help="recent turns embedded with the current one (default 5)")
     e.add_argument("--thresholds", metavar="HIGH,LOW", default=None,
                    help="fixed thresholds instead of calibrating them from the negatives")
@@ -26,14 +26,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_eval)
 
 
-def _thresholds(text: str | None):  # type: ignore[no-untyped-def]
+def parse_thresholds(text: str | None, option: str = "--thresholds"):  # type: ignore[no-untyped-def]
     from ..semantic.cache import Thresholds
     if text is None:
         return None
     try:
         high, low = (float(x) for x in text.split(","))
     except ValueError:
-        raise WorkbenchError(f"--thresholds takes HIGH,LOW (two numbers), got {text!r}") from None
+        raise WorkbenchError(f"{option} takes HIGH,LOW (two numbers), got {text!r}") from None
     return Thresholds(high=high, low=low)
 
 
@@ -43,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.window < 0:
         raise WorkbenchError(f"--window must be at least 0, got {args.window}")
-    th = _thresholds(args.thresholds)
+    th = parse_thresholds(args.thresholds)
     cases = load_dataset(args.dataset)
     out = evaluate(make_cache(args.embedder, args.window), cases, th, args.min_precision)
     if args.chart:

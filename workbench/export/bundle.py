@@ -11,7 +11,8 @@ Only stable configuration goes in: the template (name, source file and SHA-256),
 (name and the SHA-256 of its vocabulary files), the normalization limits and role-cleaning
 policy, the injection policy, prompt-template constants and declarations (request variables are
 declared, never valued), the budget and truncation policy, the cache-key recipe and the cache
-tiers (the Redis URL only as the name of an environment variable), and provider cache hints.
+tiers (the Redis URL only as the name of an environment variable), provider cache hints, and the
+semantic cache's settings (embedder, window, thresholds, rules version).
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ def _plain(x: Any) -> Any:
 
 
 def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required: bool = False,
-              provider_hints: dict | None = None) -> dict:
-    """The bundle's configuration for an assembler (what workbench.yaml holds)."""
+              provider_hints: dict | None = None, semantic: dict | None = None) -> dict:
+    """The bundle's configuration for an assembler (what workbench.yaml holds). `semantic`: the
+    semantic cache's settings (`SemanticCache.settings()`); the defaults when not given."""
+    if semantic is None:
+        from ..semantic.cache import settings
+        semantic = settings()
     c, t, tok = asm.config, asm.template, asm.tokenizer
     cache = asm.cache
     v = c.variables
@@ -100,7 +105,7 @@ def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required:
                   "redis": {"url_env": redis_env, "required": redis_required, "ttl_s": 3600,
                             "namespace": "segments"}},
         "providers": provider_hints or {},
-        "semantic_cache": None,
+        "semantic_cache": semantic,
         "goldens": [],
     }
 
@@ -130,7 +135,8 @@ def golden_of(asm: Assembler, name: str, requests: Sequence[dict], *, turns: str
 
 def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str, Sequence[dict]]] = (), *,
                   turns: str = "all", redis_env: str = ENV_REDIS_URL, redis_required: bool = False,
-                  provider_hints: dict | None = None, overwrite: bool = False, requests: bool = True) -> Path:
+                  provider_hints: dict | None = None, overwrite: bool = False, requests: bool = True,
+                  semantic: dict | None = None) -> Path:
     """Write the bundle to `out` (built in a temporary folder beside it, then moved into place:
     a bundle is whole or absent). `sessions`: (name, prepared requests) pairs for the goldens; with
     `requests`, the first session's last turn is also written as provider requests (requests/)."""
@@ -143,7 +149,8 @@ def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str,
         if not (dest / "workbench.yaml").is_file():
             raise WorkbenchError(f"{dest} holds files but no workbench.yaml: not replacing a folder that is not "
                                  "a bundle", hint="choose a new folder")
-    config = config_of(asm, redis_env=redis_env, redis_required=redis_required, provider_hints=provider_hints)
+    config = config_of(asm, redis_env=redis_env, redis_required=redis_required, provider_hints=provider_hints,
+                       semantic=semantic)
     provider = None
     if requests and sessions:
         from .requests import provider_requests

@@ -34,6 +34,25 @@ class Bundle:
     assembler: Assembler
     mismatches: list[dict] = field(default_factory=list)   # {file, field, message}: hash drift (strict=False)
 
+    def semantic_cache(self, embedder: Any = None, **kw: Any) -> Any:
+        """A SemanticCache that decides as the workbench did (needs the `semantic` extra)."""
+        return semantic_cache(self.config, embedder, **kw)
+
+
+def semantic_cache(config: dict, embedder: Any = None, **kw: Any) -> Any:
+    settings = config.get("semantic_cache")
+    if not settings:
+        raise BundleError(f"{CONFIG_FILE}: the bundle has no semantic_cache section", file=CONFIG_FILE,
+                          field="semantic_cache", hint="export it again with this version")
+    from ..semantic.cache import from_settings
+    try:
+        return from_settings(settings, embedder, **kw)
+    except BundleError:
+        raise
+    except WorkbenchError as exc:
+        raise BundleError(f"{CONFIG_FILE}: {exc.message}", file=CONFIG_FILE, field="semantic_cache",
+                          hint=exc.hint) from None
+
 
 def read_config(folder: str | Path) -> dict:
     path = Path(folder) / CONFIG_FILE

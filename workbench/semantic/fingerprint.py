@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 
 ACTIONS: dict[str, tuple[str, ...]] = {
-    "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止"),
+    "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止", "关了",
+                "怎么关", "关上"),
     "enable": ("enable", "turn on", "switch on", "activate", "start", "打开", "开启", "启用", "启动", "开通"),
     "delete": ("delete", "remove", "drop", "uninstall", "cancel", "删除", "移除", "卸载", "取消", "删掉"),
     "create": ("create", "add", "make", "set up", "new", "install", "创建", "新建", "添加", "安装", "新增"),
@@ -36,8 +37,35 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 # Negation that governs a request ("don't enable", "never", "stop"), not every "not" or "without"
 # ("rotate without downtime" asks for the same thing as "zero-downtime rotation").
 WEAK_ACTIONS = {"", "howto", "explain"}
-NEGATION_EN = re.compile(r"\b(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
-                         r"avoid|refrain from|prevent)\b", re.I)
+OPPOSITE_ACTIONS = ({"enable", "disable"}, {"create", "delete"})
+# What kind of answer a question wants. Two questions after different kinds ("where are the deploy
+# logs" / "how long does a deploy take") are different questions however close their words are.
+# "when", "who" count only where they ask (at the start of a clause), not as conjunctions.
+_CLAUSE = r"(?:^|[,;:]\s*|\b(?:and|so|but|then|ok|okay|also)\s+)"
+ASPECTS: dict[str, re.Pattern[str]] = {
+    "place": re.compile(r"\bwhere\b|在哪|哪里|哪儿|什么地方|哪个地方", re.I),
+    "time": re.compile(_CLAUSE + r"when\b|\bwhen (?:will|can|do|does|did|is|are|should|would|must)\b|\bhow long\b|"
+                       r"\bwhat time\b|\bhow soon\b|\bdeadline\b|\blast day\b|\bby when\b|多久|什么时候|哪天|几点|"
+                       r"多长时间|最晚|最早|截止|几号|何时", re.I),
+    "person": re.compile(_CLAUSE + r"who\b|\bwhom\b|\bwho (?:needs|should|can|must|will|is|are|do|does|has|pays|"
+                         r"signs|approves)\b|谁", re.I),
+    "cost": re.compile(r"\bcosts?\b|\bprice[sd]?\b|\bpricing\b|\bfees?\b|\bcharged?\b|多少钱|费用|手续费|价格|"
+                       r"收费|运费|花费|几块钱", re.I),
+    "amount": re.compile(r"\bhow (?:much|many)\b|几个|几天|几次|几张|几台|多少(?!钱)|有几", re.I),
+    "reason": re.compile(r"\bwhy\b|\bhow come\b|为什么|为啥|怎么会", re.I),
+}
+_SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\s+[—–]+\s+|\s+-{1,2}\s+|(?<=[—–])|"
+                       r"(?<=[^\w\s,;:'\"])\s+(?=(?:How|What|Which|Where|When|Why|Who|Can|Could|Is|Are|Do|Does|Should)\b)")
+_PAREN = re.compile(r"\([^()]{0,200}\)|（[^（）]{0,200}）")
+# A sentence asks when it has a question mark or a question word; the auxiliaries ("is", "can",
+# "do") only at its start, since "sorry if this is basic" asks nothing.
+_QUESTION = re.compile(r"[?？]|\b(?:how|what|which|where|why)\b|^\s*(?:\w+,\s*)?(?:when|who|can|could|is|are|do|does|"
+                       r"should|will|would|may|any)\b|怎么|如何|吗|什么|哪|多久|几|谁|为什么|能不能|可以|是否|怎样|呢|咋", re.I)
+_ZH_DIGIT = {"零": 0, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "一": 1}
+_ZH_NUM = re.compile(r"((?:[二两三四五六七八九]|[一二三四五六七八九]?十[一二三四五六七八九]?))"
+                     r"(个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|小时|分钟|秒|周|岁|人|间|晚|层|楼|倍|折|万)")
+NEGATION_EN = re.compile(r"(?<![\w-])(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
+                         r"avoid|refrain from|prevent)(?![\w-])", re.I)
 NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
 # A correction changes what the conversation has established: "No, ...", "that's wrong", "I meant",
 # "use B instead", "scratch that", "算了", "改用", "我是说". Kept narrow: a false positive only costs
@@ -52,9 +80,13 @@ CORRECTION_ZH = re.compile(r"不对|不是这样|不是这个|不是我要的|�
 # "2 instance"); a unit right after it ("5 GB", "30%") is kept; "$500" is "500 dollar". Chinese:
 # after a counting measure word (个, 台, 位, ...) the noun up to a particle ("2 个并发实例" ->
 # "2 并发实例"); after a unit (号, 月, 天, 元, ...) the unit alone.
-NUMBER_UNIT = re.compile(r"[$€£¥]?(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
+NUMBER_UNIT = re.compile(r"[$€£¥]?(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)"
+                         r"(?=(?i:am|pm|k|[kmgt]i?b|ms|h|hrs?|st|nd|rd|th|x|d|s)\b|[^A-Za-z0-9]|$)\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
                          r"小时|分钟|秒)?\s*((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
 COUNTERS = set("个台次条份位张")
+# Chinese units named as the English counted noun, so "满三年" and "3 years" compare equal
+ZH_UNITS = {"年": "year", "月": "month", "日": "day", "天": "day", "小时": "hour", "分钟": "minute", "秒": "second",
+            "元": "yuan", "块": "yuan"}
 PARTICLES = re.compile(r"[的了吗呢吧和与或在到入就都也还要想能可会让给把被]")
 CURRENCY = {"$": "dollar", "€": "euro", "£": "pound", "¥": "yuan"}
 FILLER = {"of", "to", "the", "a", "an", "more", "concurrent", "new", "extra", "additional", "different", "separate",
@@ -80,11 +112,12 @@ class Fingerprint:
     entities: frozenset[str]
     negated: bool
     correction: bool
+    asks: frozenset[str] = frozenset()  # what kind of answer: place, time, person, cost, amount, reason
 
     def agrees(self, other: "Fingerprint") -> bool:
-        """Same request: no veto, the same action (or one names none), and names and identifiers
-        that overlap by at least a third when both have some (paraphrases drop or add incidental
-        ones)."""
+        """Same request: no veto, the same action (or one names none), the same kind of answer, and
+        names and identifiers that overlap by at least a third when both have some (paraphrases
+        drop or add incidental ones)."""
         if self.vetoes(other):
             return False
         # "how do I" and "what is" are question forms, not intents: they agree with any action
@@ -97,13 +130,18 @@ class Fingerprint:
 
     def vetoes(self, other: "Fingerprint") -> list[str]:
         """Differences that forbid a hit at any similarity: a flipped negation ("turn A on" / "do not
-        turn A on"), opposite on/off actions, or different counted things ("2 instances" / "2
-        requests"). Embeddings put these pairs close together; no threshold separates them."""
+        turn A on"), opposite actions (enable / disable, create / delete), different counted things
+        ("2 instances" / "2 requests"), or questions after different kinds of answer ("where are the
+        deploy logs" / "how do I deploy", "how long" / "how much"). Embeddings put these pairs close
+        together; no threshold separates them."""
         out = []
         if self.negated != other.negated:
             out.append("negation flipped")
-        if {self.action, other.action} == {"enable", "disable"}:
-            out.append("enable vs disable")
+        pair = {self.action, other.action}
+        if pair in OPPOSITE_ACTIONS:
+            out.append(" vs ".join(sorted(pair)))
+        if self.asks != other.asks:
+            out.append(f"asks {'/'.join(sorted(self.asks)) or 'how'} vs {'/'.join(sorted(other.asks)) or 'how'}")
         nums_a, nums_b = _counted(self.entities), _counted(other.entities)
         if nums_a and nums_b:
             if set(nums_a) != set(nums_b):
@@ -119,6 +157,8 @@ class Fingerprint:
         out = []
         if self.action != other.action:
             out.append(f"action {self.action or '-'} vs {other.action or '-'}")
+        if self.asks != other.asks:
+            out.append(f"asks {'/'.join(sorted(self.asks)) or '-'} vs {'/'.join(sorted(other.asks)) or '-'}")
         if self.negated != other.negated:
             out.append(f"negation {self.negated} vs {other.negated}")
         if self.entities != other.entities:
@@ -128,29 +168,75 @@ class Fingerprint:
 
     def to_json(self) -> dict:
         return {"action": self.action, "entities": sorted(self.entities), "negated": self.negated,
-                "correction": self.correction}
+                "correction": self.correction, "asks": sorted(self.asks)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Fingerprint":
         return cls(d.get("action", ""), frozenset(d.get("entities", ())), bool(d.get("negated")),
-                   bool(d.get("correction")))
+                   bool(d.get("correction")), frozenset(d.get("asks", ())))
+
+
+def question(text: str) -> str:
+    """The sentences of a message that ask something, its background left out ("fyi it's my first
+    week — how do I deploy?", "(torn meniscus, don't ask)"). Sentences with a question mark win
+    over sentences with only a question word; the whole message when none asks."""
+    text = _PAREN.sub(" ", text)
+    parts = [p for p in _SENTENCE.split(text) if p and p.strip()]
+    marked = [p for p in parts if "?" in p or "？" in p]
+    asked = marked or [p for p in parts if _QUESTION.search(p)]
+    return " ".join(asked) if asked else text
 
 
 def action_of(text: str) -> str:
-    m = TURN_ON_OFF.search(text)          # "turn A on": the object sits inside the verb
-    if m:
-        return "enable" if m.group(1).lower() == "on" else "disable"
+    """The action of the sentences that ask (the background may name others: "dark mode switched on
+    by itself — how do I turn it off?"), else of the whole text."""
+    asked = question(text)
+    return _action(asked) or (_action(text) if asked != text else "")
+
+
+def _action(text: str) -> str:
+    on_off = TURN_ON_OFF.findall(text)     # "turn A on": the object sits inside the verb; the last one asks
+    if on_off:
+        return "enable" if on_off[-1].lower() == "on" else "disable"
     low = f" {text.lower()} "
-    # the most specific verb wins: the first category in ACTIONS's order with a match
+    # the verb mentioned last is the request ("之前把它关了，现在想重新打开"); at the same place the
+    # first category in ACTIONS's order, the most specific, wins
+    best, where = "", -1
     for name, words in ACTIONS.items():
         for w in words:
-            if (w.isascii() and re.search(rf"(?<![a-z]){re.escape(w.strip())}(?![a-z])", low)) or \
-                    (not w.isascii() and w in low):
-                return name
-    return ""
+            if w.isascii():
+                ends = [m.end() for m in re.finditer(rf"(?<![a-z]){re.escape(w.strip())}(?![a-z])", low)]
+            else:
+                ends = [m.end() for m in re.finditer(re.escape(w), low)]
+            if ends and ends[-1] > where:
+                best, where = name, ends[-1]
+    return best
+
+
+def asks_of(text: str) -> frozenset[str]:
+    """What kind of answer the question sentences want (ASPECTS); empty for "how do I" / "can I"."""
+    asked = question(text)
+    kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
+    if kinds & {"cost", "time"}:          # "how much does it cost", "how many days does it take"
+        kinds.discard("amount")
+    return frozenset(kinds)
+
+
+def normalise_numerals(text: str) -> str:
+    """Chinese numerals before a counter or unit as digits ("满五年" -> "满5年", "两个" -> "2个"), so
+    "3 years" and "三年" compare as numbers. 一 is left alone: it is an article as often as a number."""
+    return _ZH_NUM.sub(lambda m: str(_zh_value(m.group(1))) + m.group(2), text)
+
+
+def _zh_value(s: str) -> int:
+    if "十" not in s:
+        return int("".join(str(_ZH_DIGIT[c]) for c in s))
+    tens, _, units = s.partition("十")
+    return (_ZH_DIGIT[tens] if tens else 1) * 10 + (_ZH_DIGIT[units] if units else 0)
 
 
 def entities_of(text: str) -> frozenset[str]:
+    text = normalise_numerals(text)
     out: set[str] = set()
     for m in NUMBER_UNIT.finditer(text):
         num, unit, words = m.group(1), m.group(2) or "", (m.group(3) or "")
@@ -159,10 +245,13 @@ def entities_of(text: str) -> frozenset[str]:
             out.add(f"{num} {CURRENCY[sign]}")
             continue
         if unit and unit not in COUNTERS:
-            out.add(f"{num} {unit.lower()}")
+            out.add(f"{num} {ZH_UNITS.get(unit, unit.lower())}")
             continue
         if words and re.fullmatch(r"[\u4e00-\u9fff]+", words):
             out.add(f"{num} {PARTICLES.split(words)[0]}".strip() if unit else num)
+            continue
+        if re.fullmatch(r"(?:19|20)\d\d", num):        # a year counts nothing: "2023 taxes" = "2023 return"
+            out.add(num)
             continue
         noun = next((w for w in words.lower().split() if w not in FILLER), "")
         noun = {"dollars": "dollar", "bucks": "dollar", "usd": "dollar", "euros": "euro", "eur": "euro"}.get(noun, noun)
@@ -203,7 +292,7 @@ def negated(text: str) -> bool:
     if NEGATION_EN.search(text):
         return True
     # Chinese 不 is negation in most positions, but not in fixed words that are not negations.
-    cleaned = re.sub(r"不对|不错|不过|不同|不断|不久|不少|不如|不管|是不是|能不能|要不要|可不可以|会不会|对不对|好不好", "", text)
+    cleaned = re.sub(r"不用了|不需要了|用不着|用不上|不对|不错|不过|不同|不断|不久|不少|不如|不管|是不是|能不能|要不要|可不可以|会不会|对不对|好不好", "", text)
     return bool(NEGATION_ZH.search(cleaned))
 
 
@@ -213,46 +302,6 @@ def is_correction(text: str) -> bool:
 
 def fingerprint(text: str) -> Fingerprint:
     """The fingerprint of the current user turn (the context window adds meaning to the vector,
-    not to these fields: "it" does not name an entity)."""
-    return Fingerprint(action_of(text), entities_of(text), negated(text), is_correction(text))
-
-
-# --- the pairwise text check -----------------------------------------------------------------------
-# Two near-identical messages that differ in a content word are the near-misses embeddings cannot
-# separate: "book a table for 4" / "for 9", "restart the Redis pod" / "the Kafka pod". When the
-# word overlap is high (Jaccard >= DIFF_OVERLAP), a differing content token (a number, a word of
-# three letters or more that is not a function word, a Chinese character that is not a particle)
-# forbids the hit. The price: a near-identical rewording that swaps one verb for a synonym ("switch
-# on" / "turn on") misses too (measured on the labelled set: precision 0.75 with it against 0.62
-# with entity-like tokens only). A rewording has a low overlap and is left to the similarity and fingerprints.
-# Between the windows (when the current messages are the same) only entity-like tokens count:
-# numbers, capitalised words, identifiers.
-DIFF_OVERLAP = 0.5
-_TOK = re.compile(r"[A-Za-z0-9_.$%-]+|[\u4e00-\u9fff]")
-_ENT = re.compile(r"[A-Za-z0-9_.$%-]+")
-FUNCTION_WORDS = set("the a an to of for in on at is are was were do does did i my me we our us you your it its this "
-                     "that these those and or but with how what which can could would should will please be been "
-                     "from by as so if just about there here then than also any some".split()) | \
-    set("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没")
-
-
-def _tokens(text: str) -> set[str]:
-    return {t.lower().strip(".-") for t in _TOK.findall(text)} - {""}
-
-
-def _entity_tokens(text: str) -> set[str]:
-    return {w.lower() for w in _ENT.findall(text)
-            if re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w)}
-
-
-def text_difference(a: str, b: str, *, entities_only: bool = False) -> list[str]:
-    """The content tokens that tell two near-identical texts apart (empty: not near-identical, or
-    no content token differs)."""
-    ta, tb = _tokens(a), _tokens(b)
-    if not ta or not tb or len(ta & tb) / len(ta | tb) < DIFF_OVERLAP:
-        return []
-    if entities_only:
-        return sorted(_entity_tokens(a) ^ _entity_tokens(b))
-    words = {w for w in (ta ^ tb) - FUNCTION_WORDS
-             if re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w)}
-    return sorted(words | (_entity_tokens(a) ^ _entity_tokens(b)))      # "EU" / "US" count too
+    not to these fields: "it" does not name an entity). Negation counts in the sentences that ask:
+    "(don't ask)" in the background negates nothing."""
+    return Fingerprint(action_of(text), entities_of(text), negated(question(text)), is_correction(text), asks_of(text))

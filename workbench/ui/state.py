@@ -277,7 +277,8 @@ class WorkbenchState:
             raise WorkbenchError("choose a folder to export to")
         asm = self.assembler()
         requests = [self.doc.request(k) for k in range(1, self.doc.turn_count + 1)]
-        folder = export_bundle(asm, out.strip(), [(self.doc.name, requests)], overwrite=True)
+        semantic = self._semantic.settings() if self._semantic is not None else None
+        folder = export_bundle(asm, out.strip(), [(self.doc.name, requests)], overwrite=True, semantic=semantic)
         return folder, verify(folder)
 
     # the slower panels -----------------------------------------------------------------------------

@@ -1,0 +1,236 @@
+"""Pairwise checks of two contexts' texts: what neither an embedding nor one side's fingerprint
+can see, because it only shows when the two requests are laid side by side.
+
+- `text_difference`: two near-identical messages that differ in a content word ("book a table for
+  4" / "for 9", "restart the Redis pod" / "the Kafka pod");
+- `reversals`: one asks for the opposite of the other ("add" / "remove", "freeze" / "unfreeze",
+  "添加" / "删掉");
+- `direction_reversed`: the same two things in the other order ("timestamp to date" / "date to
+  timestamp", "从月付换到年付" / "从年付换到月付");
+- `missing`: the cached request's content words that the new context does not mention at all —
+  none missing means the new turn asks at least what the cached one asked (added background,
+  a word-for-word repeat), the basis of a containment hit;
+- `window_differences`: when the current messages are the same ("how do I reset it?"), the things
+  the two windows name ("it" is a different device).
+
+Content words: in English, words of three letters or more that are not function words (a crude
+stem, so "deploys" matches "deploy"), numbers, and capitalised terms; in Chinese, character
+bigrams of the CJK runs, since Chinese has no spaces and most words are two characters long.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .fingerprint import entities_of, normalise_numerals, question
+
+FUNCTION_WORDS = frozenset(
+    "the a an to of for in on at is are was were do does did i my me we our us you your it its this that these "
+    "those and or but with how what which can could would should will please be been from by as so if just about "
+    "there here then than also any some have has had get got make want need like know tell their they them he she "
+    "his her im i'm i've i'd ok okay hi hello hey thanks thank sorry yes yeah yep not still again now way one "
+    "really actually quick question anyway right well isn aren don doesn didn won wouldn shouldn couldn wasn "
+    "weren haven hasn yeah yep yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh".split())
+ZH_STOP = frozenset("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没把给被让么什哪儿多少几啥")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'./-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?|[\u4e00-\u9fff]+")
+def _stem(w: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[:-len(suffix)]
+    return w
+
+
+@lru_cache(maxsize=4096)
+def content(text: str) -> frozenset[str]:
+    """The content words of a text (see the module docstring)."""
+    out: set[str] = set()
+    for m in _WORD.finditer(normalise_numerals(text)):
+        t = m.group(0)
+        if "\u4e00" <= t[0] <= "\u9fff":
+            if len(t) == 1:
+                if t not in ZH_STOP:
+                    out.add(t)
+                continue
+            for a, b in zip(t, t[1:]):
+                if not (a in ZH_STOP and b in ZH_STOP):
+                    out.add(a + b)
+            continue
+        w = t.lower().strip("'.-/")
+        if not w or w in FUNCTION_WORDS:
+            continue
+        if len(w) < 3 and not w[0].isdigit() and not t.isupper():
+            continue
+        out.add(_stem(w))
+    return frozenset(out)
+
+
+def coverage(entry_current: str, query_current: str, query_window: str) -> float:
+    """The share of the cached request's content words that the new context mentions."""
+    asked = content(question(entry_current))
+    return 1.0 - len(missing(entry_current, query_current, query_window)) / len(asked) if asked else 1.0
+
+
+def missing(entry_current: str, query_current: str, query_window: str) -> frozenset[str]:
+    """The cached request's content words that the new context never mentions."""
+    return content(question(entry_current)) - content(query_current) - content(query_window)
+
+
+# --- near-identical messages ------------------------------------------------------------------------
+# When the word overlap is high (Jaccard >= DIFF_OVERLAP), a differing content token (a number, a
+# word of three letters or more that is not a function word, a Chinese character that is not a
+# particle) forbids the hit. The price: a near-identical rewording that swaps one verb for a synonym
+# ("switch on" / "turn on") misses too. Between the windows only entity-like tokens count.
+DIFF_OVERLAP = 0.5
+_TOK = re.compile(r"[A-Za-z0-9_.$%'-]+|[\u4e00-\u9fff]")
+_ENT = re.compile(r"(?<![.!?]\s)(?<!^)([A-Za-z0-9_.$%-]+)")
+
+
+def _tokens(text: str) -> set[str]:
+    return {t.lower().split("'")[0].strip(".-") for t in _TOK.findall(normalise_numerals(text))} - {""}
+
+
+def _entity_tokens(text: str) -> set[str]:
+    """Numbers, identifiers and capitalised words not at a sentence start ("How" is no name)."""
+    text = normalise_numerals(text).strip()
+    return {w.lower() for w in _ENT.findall(text)
+            if (re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w))
+            and w.lower() not in FUNCTION_WORDS}
+
+
+def text_difference(query: str, entry: str, *, entities_only: bool = False) -> list[str]:
+    """The content tokens that tell two near-identical requests apart (empty: not near-identical, or
+    no content token differs). The asking sentences decide whether they are near-identical; then
+    what the cached text says that the new one does not, and what the new one asks that the cached
+    one does not, count; the new text's background does not ("my cat is the love of my life")."""
+    qa, ea = _tokens(question(query)), _tokens(question(entry))
+    if not qa or not ea or len(qa & ea) / len(qa | ea) < DIFF_OVERLAP:
+        return []
+    if entities_only:
+        return sorted(_entity_tokens(query) ^ _entity_tokens(entry))
+    q, e = _tokens(query), _tokens(entry)
+    words = {w for w in (e - q) | (qa - e) if w not in FUNCTION_WORDS and w not in ZH_STOP
+             and (re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w))}
+    named = (_entity_tokens(entry) - _entity_tokens(query)) | (_entity_tokens(question(query)) - _entity_tokens(entry))
+    return sorted(words | named)      # "EU" / "US" count too
+
+
+def window_differences(a_window: str, b_window: str) -> list[str]:
+    """What the two windows name differently: numbers, identifiers, names, ALL-CAPS terms, and Latin
+    words inside Chinese text (product names)."""
+    ea, eb = entities_of(a_window) | _latin_in_chinese(a_window), entities_of(b_window) | _latin_in_chinese(b_window)
+    return sorted(ea ^ eb)
+
+
+def _latin_in_chinese(text: str) -> frozenset[str]:
+    if not re.search(r"[\u4e00-\u9fff]", text):
+        return frozenset()
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_.-]+", text) if w.lower() not in ("user", "assistant"))
+
+
+# --- opposite requests ------------------------------------------------------------------------------
+OPPOSITES_EN = (("add", "remove"), ("add", "delete"), ("install", "uninstall"), ("increase", "decrease"),
+                ("upgrade", "downgrade"), ("import", "export"), ("upload", "download"), ("include", "exclude"),
+                ("join", "leave"), ("buy", "sell"), ("encrypt", "decrypt"), ("show", "hide"), ("allow", "block"),
+                ("allow", "deny"), ("open", "close"), ("accept", "reject"), ("connect", "disconnect"),
+                ("activate", "deactivate"), ("enable", "disable"), ("start", "stop"), ("raise", "lower"),
+                ("expand", "collapse"), ("attach", "detach"), ("grant", "revoke"), ("archive", "restore"),
+                ("lock", "unlock"), ("extend", "shorten"), ("merge", "split"), ("compress", "decompress"),
+                ("before", "after"))
+OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加", "去掉"), ("加", "移除"), ("增加", "减少"),
+                ("打开", "关闭"), ("开启", "关闭"), ("打开", "关掉"), ("开启", "关掉"), ("启用", "禁用"), ("开通", "取消"),
+                ("开通", "关闭"), ("升级", "降级"), ("上传", "下载"), ("导入", "导出"), ("显示", "隐藏"), ("允许", "禁止"),
+                ("加入", "退出"), ("冻结", "解冻"), ("锁定", "解锁"), ("安装", "卸载"), ("上线", "下线"), ("部署", "下线"),
+                ("订阅", "退订"), ("绑定", "解绑"), ("压缩", "解压"), ("加密", "解密"), ("合并", "拆分"), ("延长", "缩短"),
+                ("提前", "推迟"), ("之前", "之后"), ("以前", "以后"), ("打", "去掉"), ("买", "卖"))
+_NEG_PREFIX = ("un", "dis", "de")
+
+
+def _forms(root: str) -> re.Pattern[str]:
+    stem = root[:-1] if root.endswith("e") else root
+    return re.compile(rf"\b(?:{root}|{root}s|{root}d|{root}ed|{stem}ing|{root}es|{stem}{stem[-1]}ed|{stem}{stem[-1]}ing)\b",
+                      re.I)
+
+
+_OPP_EN = tuple((a, b, _forms(a), _forms(b)) for a, b in OPPOSITES_EN)
+
+
+def reversals(a: str, b: str) -> list[str]:
+    """Requests that ask for opposite things: an antonym pair, one on each side and not both on
+    either; or a word and its un-/dis-/de- form ("freeze" / "unfreeze")."""
+    out = []
+    qa, qb = question(a), question(b)
+    for x, y, rx, ry in _OPP_EN:
+        ax, ay, bx, by = bool(rx.search(qa)), bool(ry.search(qa)), bool(rx.search(qb)), bool(ry.search(qb))
+        if (ax and not ay and by and not bx) or (ay and not ax and bx and not by):
+            out.append(f"{x} vs {y}")
+    for x, y in OPPOSITES_ZH:
+        ax, ay, bx, by = x in qa, y in qa, x in qb, y in qb
+        if (ax and not ay and by and not bx) or (ay and not ax and bx and not by):
+            out.append(f"{x} vs {y}")
+    wa = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", qa)}
+    wb = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", qb)}
+    for one, other in ((wa, wb), (wb, wa)):
+        for w in one:
+            for p in _NEG_PREFIX:
+                if w.startswith(p) and len(w) - len(p) >= 4 and w[len(p):] in other and w not in other:
+                    out.append(f"{w[len(p):]} vs {w}")
+    return sorted(set(out))
+
+
+_DIR_EN = re.compile(r"\bfrom\s+(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)\s+(?:in)?to\s+"
+                     r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)|"
+                     r"\b(?:convert|turn|transform|cast|change|format|translate|switch)\w*\s+(?:the\s+|a\s+|an\s+|my\s+)?"
+                     r"([\w.-]+(?:\s+[\w.-]+){0,2}?)\s+(?:in)?to\s+(?:the\s+|a\s+|an\s+)?([\w.-]+(?:\s+[\w.-]+){0,2})", re.I)
+_DIR_ZH = re.compile(r"把\s*(.{1,20}?)\s*(?:转成|转换成|转换为|转为|转化为|改成|换成|变成|转到|迁到|迁移到|切到)\s*(.{1,20}?)"
+                     r"(?=[，,。？?！!\s]|的|$)|从\s*(.{1,15}?)\s*(?:到|转到|切到|迁到|换到|改到|升到|降到)\s*(.{1,15}?)"
+                     r"(?=[，,。？?！!\s]|$)")
+
+
+_INSTEAD = re.compile(r"\b([\w.-]+(?:\s+[\w.-]+)?)\s+(?:instead of|rather than)\s+([\w.-]+(?:\s+[\w.-]+)?)", re.I)
+
+
+def _direction(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    m = _INSTEAD.search(text)              # "blue instead of pink": from pink to blue
+    if m and content(m.group(1)) and content(m.group(2)):
+        return content(m.group(2)), content(m.group(1))
+    for rx in (_DIR_EN, _DIR_ZH):
+        m = rx.search(text)
+        if m:
+            g = [x for x in m.groups() if x is not None]
+            src, dst = content(g[0]), content(g[1])
+            if src and dst:
+                return src, dst
+    return None
+
+
+def direction_reversed(a: str, b: str) -> bool:
+    """The same two things in the other order: "A to B" on one side, "B to A" on the other."""
+    da, db = _direction(a), _direction(b)
+    if not da or not db:
+        return False
+    (sa, ta), (sb, tb) = da, db
+    return bool(sa & tb) and bool(ta & sb) and not (sa & sb)
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
+    """Everything laid side by side that forbids a hit: (current, window) of each context."""
+    (qc, qw), (ec, ew) = query, entry
+    out = []
+    diff = text_difference(qc, ec)
+    if diff:
+        out.append(f"near-identical but differs in {', '.join(diff[:4])}")
+    elif qw and ew and _same(qc, ec):
+        named = window_differences(qw, ew) or text_difference(qw, ew)
+        if named:
+            out.append(f"the same message, but the earlier turns name different things: {', '.join(named[:4])}")
+    opposite = reversals(qc, ec)
+    if opposite:
+        out.append(f"opposite requests: {', '.join(opposite[:3])}")
+    if direction_reversed(qc, ec):
+        out.append("the same things in the other order")
+    return out
