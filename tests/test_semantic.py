@@ -259,3 +259,28 @@ def test_a_vetoed_nearest_entry_does_not_hide_the_right_one() -> None:
     four = next(n for n in d.nearest if c.entries[n.entry_id].payload == {"text": "four"})
     assert four.similarity > 0.95 and "numbers" in four.why                # as near as the right one, and vetoed
     assert d.hit and d.entry is not None and d.entry.payload == {"text": "nine"}
+
+
+def test_the_verb_that_asks_is_the_last_one_and_names_are_not_verbs() -> None:
+    assert fingerprint("之前把自动启停关了，现在想重新打开，怎么弄？").action == "enable"
+    assert fingerprint("自动启停怎么关？").action == "disable"
+    off = fingerprint("On my 2019 Ford Escape, how can I switch the automatic engine stop/start off?")
+    assert off.action == "disable" and not off.negated
+    assert not fingerprint("How do I turn off the auto start-stop?").negated
+    # a name said in an earlier turn of the new context is not missing from it
+    q = ("It's my first year doing this, so bear with me. How do I add my daughter as a dependent on my return?",
+         "user: Hi, can you help with TurboTax?")
+    e = ("How do I add my daughter as a dependent on my return in TurboTax?", "")
+    assert not pair_vetoes(q, e) and not missing(e[0], *q)
+    assert question("明天要演示，时间紧任务重，先谢谢了🙏 报表里怎么隐藏某一页？").strip() == "报表里怎么隐藏某一页？"
+
+
+def test_on_the_shipped_set_the_defaults_keep_near_misses_out() -> None:
+    """A regression guard for the rules with the default embedder (deterministic on the CPU): the
+    figures docs/semantic.md records, with a little room."""
+    from workbench.semantic.evaluate import load_dataset, report, score
+
+    scored, _ = score(load_dataset(), SemanticCache(MiniLMEmbedder()))
+    r = report(scored, Thresholds())
+    assert r["overall"]["precision"] >= 0.85 and r["overall"]["recall"] >= 0.4
+    assert r["categories"]["entity_swap"]["hit_rate"] <= 0.05 and r["categories"]["intent_reversal"]["hit_rate"] <= 0.05

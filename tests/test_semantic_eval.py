@@ -101,3 +101,15 @@ def test_the_workbench_panel_replays_the_session_and_explains(tmp_path: Path) ->
     assert decision.nearest and decision.reason
     html = semantic_html(decision, cache)
     assert ("HIT" in html or "MISS" in html) and "fingerprint" in html and f"{decision.nearest[0].similarity:.3f}" in html
+
+
+def test_the_held_out_set_ships_whole_and_in_two_halves_by_scenario() -> None:
+    held = load_dataset("heldout")
+    dev, test = load_dataset("heldout-dev"), load_dataset("heldout-test")
+    assert len(held) == 240 and len(dev) == len(test) == 120
+    assert {c.id.split("/")[0] for c in dev}.isdisjoint({c.id.split("/")[0] for c in test})
+    assert {c.id for c in dev} | {c.id for c in test} == {c.id for c in held}
+    for half in (dev, test):
+        assert {c.category for c in half} == set(CATEGORIES) and {c.lang for c in half} == {"en", "zh"}
+    # no scenario of the held-out set is one the rules were developed on
+    assert {c.id.split("/")[0] for c in held}.isdisjoint({c.id.split("/")[0] for c in load_dataset()})

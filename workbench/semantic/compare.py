@@ -98,20 +98,21 @@ def _entity_tokens(text: str) -> set[str]:
             and w.lower() not in FUNCTION_WORDS}
 
 
-def text_difference(query: str, entry: str, *, entities_only: bool = False) -> list[str]:
+def text_difference(query: str, entry: str, *, entities_only: bool = False, query_window: str = "") -> list[str]:
     """The content tokens that tell two near-identical requests apart (empty: not near-identical, or
     no content token differs). The asking sentences decide whether they are near-identical; then
     what the cached text says that the new one does not, and what the new one asks that the cached
-    one does not, count; the new text's background does not ("my cat is the love of my life")."""
+    one does not, count; the new text's background does not ("my cat is the love of my life"), and
+    what the new context's earlier turns name is not missing ("TurboTax" said two turns ago)."""
     qa, ea = _tokens(question(query)), _tokens(question(entry))
     if not qa or not ea or len(qa & ea) / len(qa | ea) < DIFF_OVERLAP:
         return []
     if entities_only:
         return sorted(_entity_tokens(query) ^ _entity_tokens(entry))
-    q, e = _tokens(query), _tokens(entry)
-    words = {w for w in (e - q) | (qa - e) if w not in FUNCTION_WORDS and w not in ZH_STOP
+    q, e, said = _tokens(query), _tokens(entry), _tokens(query_window)
+    words = {w for w in (e - q - said) | (qa - e) if w not in FUNCTION_WORDS and w not in ZH_STOP
              and (re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w))}
-    named = (_entity_tokens(entry) - _entity_tokens(query)) | (_entity_tokens(question(query)) - _entity_tokens(entry))
+    named = (_entity_tokens(entry) - _entity_tokens(query) - said) | (_entity_tokens(question(query)) - _entity_tokens(entry))
     return sorted(words | named)      # "EU" / "US" count too
 
 
@@ -142,7 +143,7 @@ OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加",
                 ("开通", "关闭"), ("升级", "降级"), ("上传", "下载"), ("导入", "导出"), ("显示", "隐藏"), ("允许", "禁止"),
                 ("加入", "退出"), ("冻结", "解冻"), ("锁定", "解锁"), ("安装", "卸载"), ("上线", "下线"), ("部署", "下线"),
                 ("订阅", "退订"), ("绑定", "解绑"), ("压缩", "解压"), ("加密", "解密"), ("合并", "拆分"), ("延长", "缩短"),
-                ("提前", "推迟"), ("之前", "之后"), ("以前", "以后"), ("打", "去掉"), ("买", "卖"))
+                ("提前", "推迟"), ("办卡", "退卡"), ("开户", "销户"), ("注册", "注销"), ("之前", "之后"), ("以前", "以后"), ("打", "去掉"), ("买", "卖"))
 _NEG_PREFIX = ("un", "dis", "de")
 
 
@@ -221,7 +222,7 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     """Everything laid side by side that forbids a hit: (current, window) of each context."""
     (qc, qw), (ec, ew) = query, entry
     out = []
-    diff = text_difference(qc, ec)
+    diff = text_difference(qc, ec, query_window=qw)
     if diff:
         out.append(f"near-identical but differs in {', '.join(diff[:4])}")
     elif qw and ew and _same(qc, ec):

@@ -53,9 +53,12 @@ SHIPPED = {"eval": "eval.jsonl", "heldout": "heldout.jsonl"}
 
 
 def load_dataset(path: str | Path | None = None) -> list[Case]:
-    """JSON lines (SPEC 7.2): {"context", "cached_context", "category", "should_hit", "lang"}; a
-    shipped set by name ("eval", the default, or "heldout"). A bad line is an error naming the file
-    and line."""
+    """JSON lines (SPEC 7.2): {"context", "cached_context", "category", "should_hit", "lang"}; or a
+    shipped set by name: "eval" (the default), "heldout", or its halves "heldout-dev" and
+    "heldout-test". A bad line is an error naming the file and line."""
+    half = None
+    if path is not None and str(path) in ("heldout-dev", "heldout-test"):
+        path, half = "heldout", str(path).rsplit("-", 1)[1]
     if path is None or str(path) in SHIPPED:
         name = SHIPPED[str(path or "eval")]
         text = resources.files("workbench.semantic").joinpath(f"data/{name}").read_text(encoding="utf-8")
@@ -83,7 +86,7 @@ def load_dataset(path: str | Path | None = None) -> list[Case]:
                                       '"should_hit": true|false, "lang": "en"|"zh"}') from None
     if not out:
         raise WorkbenchError(f"{where} holds no cases")
-    return out
+    return heldout_split(out)[half] if half else out
 
 
 def heldout_split(cases: Sequence[Case]) -> dict[str, list[Case]]:

@@ -55,7 +55,8 @@ ASPECTS: dict[str, re.Pattern[str]] = {
     "reason": re.compile(r"\bwhy\b|\bhow come\b|为什么|为啥|怎么会", re.I),
 }
 _SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\s+[—–]+\s+|\s+-{1,2}\s+|(?<=[—–])|"
-                       r"(?<=[^\w\s,;:'\"])\s+(?=(?:How|What|Which|Where|When|Why|Who|Can|Could|Is|Are|Do|Does|Should)\b)")
+                       r"(?<=[^\w\s,;:'\"])\s+(?=(?:How|What|Which|Where|When|Why|Who|Can|Could|Is|Are|Do|Does|Should)\b)|"
+                       r"(?<=[\U0001F300-\U0001FAFF\u2600-\u27BF])\s*")
 _PAREN = re.compile(r"\([^()]{0,200}\)|（[^（）]{0,200}）")
 # A sentence asks when it has a question mark or a question word; the auxiliaries ("is", "can",
 # "do") only at its start, since "sorry if this is basic" asks nothing.
@@ -64,8 +65,8 @@ _QUESTION = re.compile(r"[?？]|\b(?:how|what|which|where|why)\b|^\s*(?:\w+,\s*)
 _ZH_DIGIT = {"零": 0, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "一": 1}
 _ZH_NUM = re.compile(r"((?:[二两三四五六七八九]|[一二三四五六七八九]?十[一二三四五六七八九]?))"
                      r"(个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|小时|分钟|秒|周|岁|人|间|晚|层|楼|倍|折|万)")
-NEGATION_EN = re.compile(r"(?<![\w-])(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
-                         r"avoid|refrain from|prevent)(?![\w-])", re.I)
+NEGATION_EN = re.compile(r"(?<![\w/-])(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
+                         r"avoid|refrain from|prevent)(?![\w/-])", re.I)
 NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
 # A correction changes what the conversation has established: "No, ...", "that's wrong", "I meant",
 # "use B instead", "scratch that", "算了", "改用", "我是说". Kept narrow: a false positive only costs
@@ -100,7 +101,7 @@ OPTION = re.compile(r"(?:\b(?i:option|plan|feature|mode|method|approach|service|
                     r"(?:([A-Za-z0-9]+)\s*(?:方案|功能|选项|模式|服务|套餐|版本))|(?:(?<![\w'-])([A-HJ-Z])(?![\w'-]))")
 NAME = re.compile(r"(?<![.!?]\s)(?<!^)(?<![-_./])\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})*)\b")
 ALLCAPS = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,}(?![\w-])")     # ERROR, API, EU, S3
-TURN_ON_OFF = re.compile(r"\b(?:turn|switch|flip)(?:s|ed|ing)?\b[^.?!]{0,30}?\b(on|off)\b", re.I)
+TURN_ON_OFF = re.compile(r"\b(?:turn|switch|flip)(?:s|ed|ing)?\b[^.?!]{0,40}?\b(on|off)\b", re.I)
 STOP_NAMES = {"The", "This", "That", "What", "How", "Can", "Could", "Would", "Should", "Please", "Thanks", "Yes",
               "No", "Also", "And", "But", "Then", "Which", "Why", "When", "Where", "Who", "Is", "Are", "Do", "Does",
               "It", "My", "Our", "Your", "We", "You", "They", "If", "Ok", "Okay", "Hi", "Hello", "Let", "For"}
@@ -200,17 +201,20 @@ def _action(text: str) -> str:
         return "enable" if on_off[-1].lower() == "on" else "disable"
     low = f" {text.lower()} "
     # the verb mentioned last is the request ("之前把它关了，现在想重新打开"); at the same place the
-    # first category in ACTIONS's order, the most specific, wins
-    best, where = "", -1
+    # first category in ACTIONS's order, the most specific, wins. A question form ("怎么弄", "how
+    # do I") names an action only when no verb does. Words joined by "/" or "-" ("stop/start",
+    # "start-stop") are names, not verbs.
+    found: dict[str, int] = {}
     for name, words in ACTIONS.items():
         for w in words:
             if w.isascii():
-                ends = [m.end() for m in re.finditer(rf"(?<![a-z]){re.escape(w.strip())}(?![a-z])", low)]
+                ends = [m.end() for m in re.finditer(rf"(?<![a-z/-]){re.escape(w.strip())}(?![a-z/-])", low)]
             else:
                 ends = [m.end() for m in re.finditer(re.escape(w), low)]
-            if ends and ends[-1] > where:
-                best, where = name, ends[-1]
-    return best
+            if ends and ends[-1] > found.get(name, -1):
+                found[name] = ends[-1]
+    strong = {n: e for n, e in found.items() if n not in WEAK_ACTIONS} or found
+    return max(strong, key=lambda n: (strong[n], -list(ACTIONS).index(n))) if strong else ""
 
 
 def asks_of(text: str) -> frozenset[str]:
