@@ -49,6 +49,7 @@ SCHEMA: dict[str, Any] = {
                            "properties": {"rules_version": {"type": "integer"}, "embedder": _STR,
                                           "window": {"type": "integer", "minimum": 0},
                                           "current_weight": {"type": "number"}, "min_coverage": {"type": "number"},
+                                          "min_coverage_cjk": {"type": "number"},
                                           "ttl_s": {"type": "number"}, "short_ttl_s": {"type": "number"},
                                           "scope": _STR,
                                           "thresholds": {"type": "object", "required": ["high", "low"],

@@ -43,6 +43,10 @@ STATES = ("active", "suspect", "frozen")
 # the cached request's content words: in Chinese the rules find few entities, and two questions
 # about different things agree on nothing but "怎么".
 MIN_COVERAGE = 0.2
+# ... and more in Chinese: all-MiniLM-L6-v2 was trained on English, its similarities between
+# Chinese texts say little (two different questions score 0.9 and above), so the words must carry
+# more of the decision
+MIN_COVERAGE_CJK = 0.35
 SHARED = "*"
 DEFAULT_TTL_S = 24 * 3600.0
 SHORT_TTL_S = 300.0
@@ -182,6 +186,7 @@ class Judgement:
     agrees: bool
     coverage: float
     differences: tuple[str, ...]
+    cjk: bool = False                    # Chinese (or Japanese) text: the embedder carries little there
 
 
 def judge(query: Fingerprint, entry: Fingerprint,
@@ -198,7 +203,8 @@ def judge(query: Fingerprint, entry: Fingerprint,
         # answer, no two different actions
         contained = (not missing(ec, qc, qw) and query.asks == entry.asks
                      and len({query.action, entry.action} - WEAK_ACTIONS) <= 1)
-    return Judgement(tuple(veto), contained, query.agrees(entry), cover, tuple(query.differences(entry)))
+    cjk = texts is not None and any(_CJK.search(t[0]) for t in texts)
+    return Judgement(tuple(veto), contained, query.agrees(entry), cover, tuple(query.differences(entry)), cjk)
 
 
 def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str = "active") -> tuple[bool, bool, str]:
@@ -216,7 +222,7 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     elif j.contained:
         why = (f"similarity {s:.3f} >= low threshold {th.low}, and this context names everything the cached "
                f"request asks (added background or a repeat)")
-    elif j.agrees and j.coverage >= MIN_COVERAGE:
+    elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE):
         why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
     else:
         return False, False, (f"miss: similarity {s:.3f} is between {th.low} and {th.high} but the fingerprints "
@@ -226,6 +232,7 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     return True, False, f"hit: {why}"
 
 
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 STATE_CODE = {"active": 0, "suspect": 1, "frozen": 2}
 SETTINGS_VERSION = 1          # of the decision rules: a bundle from other rules is refused
 
@@ -235,7 +242,7 @@ def settings(thresholds: Thresholds = Thresholds(), *, window: int = 5, current_
     """What production needs to decide as the workbench did (the export bundle's `semantic_cache`)."""
     return {"rules_version": SETTINGS_VERSION, "embedder": embedder, "window": window,
             "current_weight": current_weight, "thresholds": {"high": thresholds.high, "low": thresholds.low},
-            "min_coverage": MIN_COVERAGE, "ttl_s": DEFAULT_TTL_S, "short_ttl_s": SHORT_TTL_S, "scope": "session"}
+            "min_coverage": MIN_COVERAGE, "min_coverage_cjk": MIN_COVERAGE_CJK, "ttl_s": DEFAULT_TTL_S, "short_ttl_s": SHORT_TTL_S, "scope": "session"}
 
 
 def from_settings(d: dict, embedder: Embedder | None = None, **kw: Any) -> "SemanticCache":
