@@ -55,17 +55,22 @@ def main() -> None:
                       3600.0, {"text": "x"}, "ctx", current_text="How do I deploy the billing service to EU-West?")
             cache._insert(e, vecs[i])
         build_s = time.perf_counter() - t0
-        times = []
-        msgs = [{"role": "user", "content": "How do I deploy the billing service to EU-West?"}]
+        times, scans, judging = [], [], []
         for j in range(args.lookups):
+            # a new text every time: the rules' caches must not make the judging look free
+            msgs = [{"role": "user", "content": f"How do I deploy the billing service to EU-West, try {j}?"}]
             emb.next = (vecs[(j * 7919) % args.entries] + 0.05 * rng.standard_normal(384)).astype(np.float32)[None]
             d = cache.lookup("s3", msgs, versions)
-            times.append(d.search_ms)          # the search and the judging of the 3 nearest
-        results[layout] = (statistics.median(times), float(np.percentile(times, 95)), build_s)
-    for layout, (med, p95, build_s) in results.items():
+            times.append(d.search_ms + d.judge_ms)          # the scan, and the rules over the 3 nearest
+            scans.append(d.search_ms)
+            judging.append(d.judge_ms)
+        results[layout] = (statistics.median(times), float(np.percentile(times, 95)), build_s,
+                           statistics.median(scans), statistics.median(judging))
+    for layout, (med, p95, build_s, scan, judged) in results.items():
         visible = args.entries if layout == "shared" else args.entries // 1000
         print(f"{layout:>12}: {args.entries:,} entries ({visible:,} visible to the request): lookup median "
-              f"{med:.2f} ms, p95 {p95:.2f} ms (bar: median <= 5 ms); index built in {build_s:.1f} s")
+              f"{med:.2f} ms, p95 {p95:.2f} ms (bar: median <= 5 ms) = scan {scan:.2f} + rules {judged:.2f} ms; "
+              f"index built in {build_s:.1f} s")
     try:
         from workbench.semantic.embedders import MiniLMEmbedder
         m = MiniLMEmbedder()

@@ -167,13 +167,15 @@ class Decision:
     fingerprint: Fingerprint
     nearest: tuple[Neighbour, ...] = ()
     embed_ms: float = 0.0
-    search_ms: float = 0.0
+    search_ms: float = 0.0               # the index scan
+    judge_ms: float = 0.0                # the rules over the nearest entries
 
     def to_json(self) -> dict:
         return {"hit": self.hit, "shadow": self.shadow, "entry": None if self.entry is None else self.entry.id,
                 "similarity": self.similarity, "reason": self.reason, "fingerprint": self.fingerprint.to_json(),
                 "nearest": [n.__dict__ | {"differences": list(n.differences)} for n in self.nearest],
-                "embed_ms": round(self.embed_ms, 3), "search_ms": round(self.search_ms, 3)}
+                "embed_ms": round(self.embed_ms, 3), "search_ms": round(self.search_ms, 3),
+                "judge_ms": round(self.judge_ms, 3)}
 
 
 @dataclass(frozen=True)
@@ -383,6 +385,7 @@ class SemanticCache:
         with self._lock:
             rows, sims, skipped = self._candidates(q, session, versions, k)
             found = [(self.entries[self._by_row[int(r)]], float(sim)) for r, sim in zip(rows, sims)]
+            ts = time.perf_counter()
             # every candidate is judged: the nearest may be a near-miss ("2 requests" for "2
             # instances") while the second is the same request in other words
             verdicts = [(e, sim, decide(sim, judge(fp, e.fingerprint, ((ctx.current, ctx.window_text()),
@@ -395,14 +398,14 @@ class SemanticCache:
                     f"expired or frozen)" if skipped else ""
             if not nearest:
                 return Decision(False, False, None, None, f"miss: no entry this request may match{scope}", fp,
-                                (), (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+                                (), (t1 - t0) * 1e3, (ts - t1) * 1e3)
             e, sim, (hit, shadow, why) = next((v for v in verdicts if v[2][0] or v[2][1]), verdicts[0])
             if shadow:
                 e.shadow_hits += 1
             elif hit:
                 e.hits += 1
             return Decision(hit, shadow, e if hit or shadow else None, sim, why, fp, nearest,
-                            (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+                            (t1 - t0) * 1e3, (ts - t1) * 1e3, (t2 - ts) * 1e3)
 
     def _candidates(self, q: np.ndarray, session: str, versions: dict[str, str], k: int
                     ) -> tuple[np.ndarray, np.ndarray, int]:

@@ -86,16 +86,18 @@ _TOK = re.compile(r"[A-Za-z0-9_.$%'-]+|[\u4e00-\u9fff]")
 _ENT = re.compile(r"(?<![.!?]\s)(?<!^)([A-Za-z0-9_.$%-]+)")
 
 
-def _tokens(text: str) -> set[str]:
-    return {t.lower().split("'")[0].strip(".-") for t in _TOK.findall(normalise_numerals(text))} - {""}
+@lru_cache(maxsize=4096)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset({t.lower().split("'")[0].strip(".-") for t in _TOK.findall(normalise_numerals(text))} - {""})
 
 
-def _entity_tokens(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def _entity_tokens(text: str) -> frozenset[str]:
     """Numbers, identifiers and capitalised words not at a sentence start ("How" is no name)."""
     text = normalise_numerals(text).strip()
-    return {w.lower() for w in _ENT.findall(text)
-            if (re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w))
-            and w.lower() not in FUNCTION_WORDS}
+    return frozenset(w.lower() for w in _ENT.findall(text)
+                     if (re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w))
+                     and w.lower() not in FUNCTION_WORDS)
 
 
 def text_difference(query: str, entry: str, *, entities_only: bool = False, query_window: str = "") -> list[str]:
@@ -147,36 +149,46 @@ OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加",
 _NEG_PREFIX = ("un", "dis", "de")
 
 
-def _forms(root: str) -> re.Pattern[str]:
+def _forms(root: str) -> str:
     stem = root[:-1] if root.endswith("e") else root
-    return re.compile(rf"\b(?:{root}|{root}s|{root}d|{root}ed|{stem}ing|{root}es|{stem}{stem[-1]}ed|{stem}{stem[-1]}ing)\b",
-                      re.I)
+    return f"{root}|{root}s|{root}d|{root}ed|{stem}ing|{root}es|{stem}{stem[-1]}ed|{stem}{stem[-1]}ing"
 
 
-_OPP_EN = tuple((a, b, _forms(a), _forms(b)) for a, b in OPPOSITES_EN)
+# One pass over a text finds every antonym it uses: word form -> root.
+_ROOT_OF = {form: root for pair in OPPOSITES_EN for root in pair for form in _forms(root).split("|")}
+_OPP_WORDS = re.compile(r"\b(" + "|".join(sorted(_ROOT_OF, key=len, reverse=True)) + r")\b", re.I)
+
+
+@lru_cache(maxsize=4096)
+def _opposite_terms(text: str) -> frozenset[str]:
+    asked = question(text)
+    found = {_ROOT_OF[m.group(1).lower()] for m in _OPP_WORDS.finditer(asked)}
+    found |= {w for pair in OPPOSITES_ZH for w in pair if w in asked}
+    return frozenset(found)
 
 
 def reversals(a: str, b: str) -> list[str]:
     """Requests that ask for opposite things: an antonym pair, one on each side and not both on
     either; or a word and its un-/dis-/de- form ("freeze" / "unfreeze")."""
     out = []
-    qa, qb = question(a), question(b)
-    for x, y, rx, ry in _OPP_EN:
-        ax, ay, bx, by = bool(rx.search(qa)), bool(ry.search(qa)), bool(rx.search(qb)), bool(ry.search(qb))
-        if (ax and not ay and by and not bx) or (ay and not ax and bx and not by):
-            out.append(f"{x} vs {y}")
-    for x, y in OPPOSITES_ZH:
-        ax, ay, bx, by = x in qa, y in qa, x in qb, y in qb
-        if (ax and not ay and by and not bx) or (ay and not ax and bx and not by):
-            out.append(f"{x} vs {y}")
-    wa = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", qa)}
-    wb = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", qb)}
+    ta, tb = _opposite_terms(a), _opposite_terms(b)
+    if ta or tb:
+        for x, y in OPPOSITES_EN + OPPOSITES_ZH:
+            ax, ay, bx, by = x in ta, y in ta, x in tb, y in tb
+            if (ax and not ay and by and not bx) or (ay and not ax and bx and not by):
+                out.append(f"{x} vs {y}")
+    wa, wb = _latin_words(a), _latin_words(b)
     for one, other in ((wa, wb), (wb, wa)):
         for w in one:
             for p in _NEG_PREFIX:
                 if w.startswith(p) and len(w) - len(p) >= 4 and w[len(p):] in other and w not in other:
                     out.append(f"{w[len(p):]} vs {w}")
     return sorted(set(out))
+
+
+@lru_cache(maxsize=4096)
+def _latin_words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{3,}", question(text)))
 
 
 _DIR_EN = re.compile(r"\bfrom\s+(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)\s+(?:in)?to\s+"
@@ -191,6 +203,7 @@ _DIR_ZH = re.compile(r"把\s*(.{1,20}?)\s*(?:转成|转换成|转换为|转为|�
 _INSTEAD = re.compile(r"\b([\w.-]+(?:\s+[\w.-]+)?)\s+(?:instead of|rather than)\s+([\w.-]+(?:\s+[\w.-]+)?)", re.I)
 
 
+@lru_cache(maxsize=4096)
 def _direction(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
     m = _INSTEAD.search(text)              # "blue instead of pink": from pink to blue
     if m and content(m.group(1)) and content(m.group(2)):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止", "关了",
@@ -177,6 +178,7 @@ class Fingerprint:
                    bool(d.get("correction")), frozenset(d.get("asks", ())))
 
 
+@lru_cache(maxsize=4096)
 def question(text: str) -> str:
     """The sentences of a message that ask something, its background left out ("fyi it's my first
     week — how do I deploy?", "(torn meniscus, don't ask)"). Sentences with a question mark win
@@ -304,6 +306,7 @@ def is_correction(text: str) -> bool:
     return bool(CORRECTION_EN.search(text) or CORRECTION_ZH.search(text))
 
 
+@lru_cache(maxsize=4096)
 def fingerprint(text: str) -> Fingerprint:
     """The fingerprint of the current user turn (the context window adds meaning to the vector,
     not to these fields: "it" does not name an entity). Negation counts in the sentences that ask:

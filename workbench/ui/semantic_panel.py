@@ -54,13 +54,14 @@ def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = N
     rows = "".join(
         f"<tr><td>{n.similarity:.3f}</td><td>{'agree' if n.fingerprint_agrees else 'differ'}</td>"
         f"<td>{escape('; '.join(n.differences)) or '-'}</td><td>{escape(n.state)}</td>"
-        f"<td>{escape(n.context_text[-160:])}</td></tr>" for n in d.nearest)
+        f"<td>{escape(n.why)}</td><td>{escape(n.context_text[-160:])}</td></tr>" for n in d.nearest)
     return (f'<div class="wb-semantic"><p><b class="wb-semantic-verdict">{verdict}</b>: {escape(d.reason)}{escape(th)}</p>'
             f"<p>This turn's fingerprint: action <code>{escape(fp['action'] or '-')}</code>, entities "
-            f"<code>{escape(', '.join(fp['entities']) or '-')}</code>, negated {fp['negated']}, correction "
+            f"<code>{escape(', '.join(fp['entities']) or '-')}</code>, asks <code>{escape('/'.join(fp['asks']) or 'how')}"
+            f"</code>, negated {fp['negated']}, correction "
             f"{fp['correction']}. Embedding {d.embed_ms:.1f} ms, search {d.search_ms:.2f} ms.</p>"
             f'<table class="wb-table"><tr><th>similarity</th><th>fingerprint</th><th>differences</th><th>state</th>'
-            f"<th>cached context</th></tr>{rows}</table>{escape(note)}</div>")
+            f"<th>its verdict</th><th>cached context</th></tr>{rows}</table>{escape(note)}</div>")
 
 
 def default_cache() -> "SemanticCache":
