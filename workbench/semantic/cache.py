@@ -6,12 +6,14 @@ leads and the window resolves "it" and "that one"), plus the structured fingerpr
 current message (fingerprint.py; action and entities inherited from the window when the message
 names none: "and for the EU region?" keeps the action it continues).
 
-Lookup: cosine similarity against the entries this request may see, then two thresholds: at or
-above `high` a hit; between `low` and `high` a hit only when the fingerprints agree; below `low`
-a miss. One guard overrides the high band: a flipped negation, enable against disable, or other
-counted things ("2 instances" / "2 requests") never hit, whatever the similarity (embeddings
-place such pairs close together, and no threshold separates them). Every decision says why: the nearest entries, their similarities, the fingerprint
-comparison.
+Lookup: cosine similarity against the entries this request may see; each of the nearest is
+judged (`judge`: the fingerprints' guards and the pairwise checks of compare.py) and decided
+(`decide`): below `low` a miss; a guard forbids a hit at any similarity (a flipped negation,
+opposite requests, other counted things, another kind of answer, near-identical texts that differ
+in a content word: embeddings place such pairs close together, and no threshold separates them);
+at or above `high` a hit; between the two a hit when the new context contains the cached request
+or the fingerprints agree. Every decision says why: the nearest entries, their similarities,
+their fingerprint differences and their own verdicts.
 
 Entries are scoped to their session unless stored as shared; they carry the model, tokenizer,
 system-prompt and knowledge versions (any difference makes them unmatchable), a TTL (short for

@@ -8,10 +8,13 @@ embedding alone cannot tell apart.
   words not at a sentence start), and single-letter option names ("option A");
 - `negated`: a negation that governs the request ("do not", "never", "不要", "别", "禁止");
 - `correction`: the user corrects the conversation ("no, use B instead", "不对，改用 B") — the
-  cache invalidates the session's entries on it.
+  cache invalidates the session's entries on it;
+- `asks`: the kind of answer wanted (place, time, person, cost, amount, reason; empty for "how do I").
 
-Two fingerprints agree when action, negation and entities are all equal. The rules are small on
-purpose: each list says what it matches, and the evaluation set checks them.
+Action, negation and asks are read from the sentences that ask (`question`), not the background.
+Two fingerprints agree when nothing vetoes them, their strong actions are the same and their names
+overlap by a third. The rules are small on purpose: each list says what it matches, and the
+labelled sets check them.
 """
 
 from __future__ import annotations
