@@ -235,8 +235,7 @@ def test_background_is_not_the_question() -> None:
     short = "My cat is a bit overweight. How can I help her lose weight safely?"
     chatty = "My cat is a bit overweight. She's the love of my life, haha. How can I help her lose weight safely?"
     assert not text_difference(chatty, short) and not missing(short, chatty, "")
-    assert text_difference("My dog is a bit overweight. How can I help her lose weight safely?", short) == ["cat"] \
-        or "cat" in text_difference("My dog is a bit overweight. How can I help her lose weight safely?", short)
+    assert "cat" in text_difference("My dog is a bit overweight. How can I help her lose weight safely?", short)
 
 
 def test_chinese_numerals_compare_as_numbers() -> None:

@@ -47,8 +47,6 @@ def semantic_cache(config: dict, embedder: Any = None, **kw: Any) -> Any:
     from ..semantic.cache import from_settings
     try:
         return from_settings(settings, embedder, **kw)
-    except BundleError:
-        raise
     except WorkbenchError as exc:
         raise BundleError(f"{CONFIG_FILE}: {exc.message}", file=CONFIG_FILE, field="semantic_cache",
                           hint=exc.hint) from None

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import WorkbenchError
 from .embedders import Embedder, default_embedder
 from .compare import coverage, missing, pair_vetoes
-from .fingerprint import WEAK_ACTIONS, Fingerprint, fingerprint, is_correction
+from .fingerprint import CJK, WEAK_ACTIONS, Fingerprint, fingerprint, is_correction
 from .index import VectorIndex
 
 STATES = ("active", "suspect", "frozen")
@@ -59,8 +59,8 @@ TIME_SENSITIVE = re.compile(r"\b(?:today|now|currently|latest|current|tonight|th
 
 @dataclass(frozen=True)
 class Thresholds:
-    # Defaults: a conservative pair. On the shipped labelled set 0.90 / 0.70 gives 88% precision at
-    # 47% recall; on held-out conversations written apart from the rules, 76-81% precision
+    # Defaults: a conservative pair. On the shipped labelled set 0.90 / 0.70 gives 91% precision at
+    # 47% recall; on held-out conversations written apart from the rules, 82-84% precision
     # (docs/semantic.md). Calibrate on your own traffic: `workbench semantic eval`.
     high: float = 0.90
     low: float = 0.70
@@ -202,12 +202,13 @@ def judge(query: Fingerprint, entry: Fingerprint,
     if texts is not None:
         veto += pair_vetoes(*texts)
         (qc, qw), (ec, _) = texts
-        cover = coverage(ec, qc, qw)
+        gone = missing(ec, qc, qw)
+        cover = coverage(ec, gone)
         # added background or a repeat: nothing of the cached request is missing, the same kind of
         # answer, no two different actions
-        contained = (not missing(ec, qc, qw) and query.asks == entry.asks
+        contained = (not gone and query.asks == entry.asks
                      and len({query.action, entry.action} - WEAK_ACTIONS) <= 1)
-    cjk = texts is not None and any(_CJK.search(t[0]) for t in texts)
+    cjk = texts is not None and any(CJK.search(t[0]) for t in texts)
     return Judgement(tuple(veto), contained, query.agrees(entry), cover, tuple(query.differences(entry)), cjk)
 
 
@@ -229,14 +230,14 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE):
         why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
     else:
+        differ = '; '.join(j.differences) or 'their names and identifiers overlap too little'
         return False, False, (f"miss: similarity {s:.3f} is between {th.low} and {th.high} but the fingerprints "
-                              f"differ ({'; '.join(j.differences) or 'their names and identifiers overlap too little'})")
+                              f"differ ({differ})")
     if state == "suspect":
         return False, True, f"shadow: {why}, but the entry is suspect: produce a fresh result and compare"
     return True, False, f"hit: {why}"
 
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 STATE_CODE = {"active": 0, "suspect": 1, "frozen": 2}
 SETTINGS_VERSION = 1          # of the decision rules: a bundle from other rules is refused
 
@@ -246,7 +247,8 @@ def settings(thresholds: Thresholds = Thresholds(), *, window: int = 5, current_
     """What production needs to decide as the workbench did (the export bundle's `semantic_cache`)."""
     return {"rules_version": SETTINGS_VERSION, "embedder": embedder, "window": window,
             "current_weight": current_weight, "thresholds": {"high": thresholds.high, "low": thresholds.low},
-            "min_coverage": MIN_COVERAGE, "min_coverage_cjk": MIN_COVERAGE_CJK, "ttl_s": DEFAULT_TTL_S, "short_ttl_s": SHORT_TTL_S, "scope": "session"}
+            "min_coverage": MIN_COVERAGE, "min_coverage_cjk": MIN_COVERAGE_CJK, "ttl_s": DEFAULT_TTL_S,
+            "short_ttl_s": SHORT_TTL_S, "scope": "session"}
 
 
 def from_settings(d: dict, embedder: Embedder | None = None, **kw: Any) -> "SemanticCache":
@@ -271,10 +273,6 @@ def from_settings(d: dict, embedder: Embedder | None = None, **kw: Any) -> "Sema
 
 
 class SemanticCache:
-    def settings(self) -> dict[str, Any]:
-        return settings(self.thresholds, window=self.window, current_weight=self.current_weight,
-                        embedder=self.embedder.name)
-
     def __init__(self, embedder: Embedder | None = None, *, thresholds: Thresholds = Thresholds(),
                  window: int = 5, current_weight: float = 0.65, clock: Callable[[], float] = time.time,
                  store: Any = None):
@@ -295,6 +293,11 @@ class SemanticCache:
         self.invalidations = 0
 
     # representation ------------------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """This cache's settings, for the export bundle."""
+        return settings(self.thresholds, window=self.window, current_weight=self.current_weight,
+                        embedder=self.embedder.name)
+
     def context(self, messages: Sequence[dict]) -> Context:
         if not messages or messages[-1].get("role") != "user":
             raise WorkbenchError("a semantic-cache context ends with the user's current message")
@@ -390,11 +393,11 @@ class SemanticCache:
             ts = time.perf_counter()
             # every candidate is judged: the nearest may be a near-miss ("2 requests" for "2
             # instances") while the second is the same request in other words
-            verdicts = [(e, sim, decide(sim, judge(fp, e.fingerprint, ((ctx.current, ctx.window_text()),
-                                                                      (e.current_text, e.window_text))),
-                                        self.thresholds, e.state)) for e, sim in found]
-            nearest = tuple(Neighbour(e.id, sim, e.fingerprint.agrees(fp), tuple(fp.differences(e.fingerprint)),
-                                      e.state, e.context_text[-200:], why) for e, sim, (_, _, why) in verdicts)
+            here = (ctx.current, ctx.window_text())
+            judged = [(e, sim, judge(fp, e.fingerprint, (here, (e.current_text, e.window_text)))) for e, sim in found]
+            verdicts = [(e, sim, decide(sim, j, self.thresholds, e.state)) for e, sim, j in judged]
+            nearest = tuple(Neighbour(e.id, sim, j.agrees, j.differences, e.state, e.context_text[-200:], why)
+                            for (e, sim, j), (_, _, (_, _, why)) in zip(judged, verdicts))
             t2 = time.perf_counter()
             scope = f" ({skipped} other entr{'y' if skipped == 1 else 'ies'} out of scope, of another version, " \
                     f"expired or frozen)" if skipped else ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .fingerprint import entities_of, normalise_numerals, question
+from .fingerprint import CJK, entities_of, normalise_numerals, question
 
 FUNCTION_WORDS = frozenset(
     "the a an to of for in on at is are was were do does did i my me we our us you your it its this that these "
@@ -31,7 +31,7 @@ FUNCTION_WORDS = frozenset(
     "there here then than also any some have has had get got make want need like know tell their they them he she "
     "his her im i'm i've i'd ok okay hi hello hey thanks thank sorry yes yeah yep not still again now way one "
     "really actually quick question anyway right well isn aren don doesn didn won wouldn shouldn couldn wasn "
-    "weren haven hasn yeah yep yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh".split())
+    "weren haven hasn yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh".split())
 ZH_STOP = frozenset("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没把给被让么什哪儿多少几啥")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'./-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?|[\u4e00-\u9fff]+")
 def _stem(w: str) -> str:
@@ -65,10 +65,11 @@ def content(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def coverage(entry_current: str, query_current: str, query_window: str) -> float:
-    """The share of the cached request's content words that the new context mentions."""
+def coverage(entry_current: str, gone: frozenset[str]) -> float:
+    """The share of the cached request's content words that the new context mentions, given those
+    it does not (`missing`)."""
     asked = content(question(entry_current))
-    return 1.0 - len(missing(entry_current, query_current, query_window)) / len(asked) if asked else 1.0
+    return 1.0 - len(gone) / len(asked) if asked else 1.0
 
 
 def missing(entry_current: str, query_current: str, query_window: str) -> frozenset[str]:
@@ -77,10 +78,10 @@ def missing(entry_current: str, query_current: str, query_window: str) -> frozen
 
 
 # --- near-identical messages ------------------------------------------------------------------------
-# When the word overlap is high (Jaccard >= DIFF_OVERLAP), a differing content token (a number, a
-# word of three letters or more that is not a function word, a Chinese character that is not a
-# particle) forbids the hit. The price: a near-identical rewording that swaps one verb for a synonym
-# ("switch on" / "turn on") misses too. Between the windows only entity-like tokens count.
+# When the asking sentences overlap by DIFF_OVERLAP (Jaccard) or more, a differing content token (a
+# number, a word of three letters or more that is not a function word, a Chinese character that is
+# not a particle) forbids the hit. The price: a near-identical rewording that swaps one verb for a
+# synonym ("switch on" / "turn on") misses too.
 DIFF_OVERLAP = 0.5
 _TOK = re.compile(r"[A-Za-z0-9_.$%'-]+|[\u4e00-\u9fff]")
 _ENT = re.compile(r"(?<![.!?]\s)(?<!^)([A-Za-z0-9_.$%-]+)")
@@ -100,7 +101,7 @@ def _entity_tokens(text: str) -> frozenset[str]:
                      and w.lower() not in FUNCTION_WORDS)
 
 
-def text_difference(query: str, entry: str, *, entities_only: bool = False, query_window: str = "") -> list[str]:
+def text_difference(query: str, entry: str, *, query_window: str = "") -> list[str]:
     """The content tokens that tell two near-identical requests apart (empty: not near-identical, or
     no content token differs). The asking sentences decide whether they are near-identical; then
     what the cached text says that the new one does not, and what the new one asks that the cached
@@ -109,26 +110,27 @@ def text_difference(query: str, entry: str, *, entities_only: bool = False, quer
     qa, ea = _tokens(question(query)), _tokens(question(entry))
     if not qa or not ea or len(qa & ea) / len(qa | ea) < DIFF_OVERLAP:
         return []
-    if entities_only:
-        return sorted(_entity_tokens(query) ^ _entity_tokens(entry))
     q, e, said = _tokens(query), _tokens(entry), _tokens(query_window)
     words = {w for w in (e - q - said) | (qa - e) if w not in FUNCTION_WORDS and w not in ZH_STOP
              and (re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w))}
-    named = (_entity_tokens(entry) - _entity_tokens(query) - said) | (_entity_tokens(question(query)) - _entity_tokens(entry))
+    named = ((_entity_tokens(entry) - _entity_tokens(query) - said)
+             | (_entity_tokens(question(query)) - _entity_tokens(entry)))
     return sorted(words | named)      # "EU" / "US" count too
 
 
 def window_differences(a_window: str, b_window: str) -> list[str]:
     """What the two windows name differently: numbers, identifiers, names, ALL-CAPS terms, and Latin
     words inside Chinese text (product names)."""
-    ea, eb = entities_of(a_window) | _latin_in_chinese(a_window), entities_of(b_window) | _latin_in_chinese(b_window)
+    ea = entities_of(a_window) | _latin_in_chinese(a_window)
+    eb = entities_of(b_window) | _latin_in_chinese(b_window)
     return sorted(ea ^ eb)
 
 
 def _latin_in_chinese(text: str) -> frozenset[str]:
-    if not re.search(r"[\u4e00-\u9fff]", text):
+    if not CJK.search(text):
         return frozenset()
-    return frozenset(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_.-]+", text) if w.lower() not in ("user", "assistant"))
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9_.-]+", text)
+                     if w.lower() not in ("user", "assistant"))
 
 
 # --- opposite requests ------------------------------------------------------------------------------
@@ -145,7 +147,8 @@ OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加",
                 ("开通", "关闭"), ("升级", "降级"), ("上传", "下载"), ("导入", "导出"), ("显示", "隐藏"), ("允许", "禁止"),
                 ("加入", "退出"), ("冻结", "解冻"), ("锁定", "解锁"), ("安装", "卸载"), ("上线", "下线"), ("部署", "下线"),
                 ("订阅", "退订"), ("绑定", "解绑"), ("压缩", "解压"), ("加密", "解密"), ("合并", "拆分"), ("延长", "缩短"),
-                ("提前", "推迟"), ("办卡", "退卡"), ("开户", "销户"), ("注册", "注销"), ("之前", "之后"), ("以前", "以后"), ("打", "去掉"), ("买", "卖"))
+                ("提前", "推迟"), ("办卡", "退卡"), ("开户", "销户"), ("注册", "注销"), ("之前", "之后"), ("以前", "以后"),
+                ("打", "去掉"), ("买", "卖"))
 _NEG_PREFIX = ("un", "dis", "de")
 
 
@@ -193,8 +196,9 @@ def _latin_words(text: str) -> frozenset[str]:
 
 _DIR_EN = re.compile(r"\bfrom\s+(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)\s+(?:in)?to\s+"
                      r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)|"
-                     r"\b(?:convert|turn|transform|cast|change|format|translate|switch)\w*\s+(?:the\s+|a\s+|an\s+|my\s+)?"
-                     r"([\w.-]+(?:\s+[\w.-]+){0,2}?)\s+(?:in)?to\s+(?:the\s+|a\s+|an\s+)?([\w.-]+(?:\s+[\w.-]+){0,2})", re.I)
+                     r"\b(?:convert|turn|transform|cast|change|format|translate|switch)\w*\s+"
+                     r"(?:the\s+|a\s+|an\s+|my\s+)?([\w.-]+(?:\s+[\w.-]+){0,2}?)\s+(?:in)?to\s+"
+                     r"(?:the\s+|a\s+|an\s+)?([\w.-]+(?:\s+[\w.-]+){0,2})", re.I)
 _DIR_ZH = re.compile(r"把\s*(.{1,20}?)\s*(?:转成|转换成|转换为|转为|转化为|改成|换成|变成|转到|迁到|迁移到|切到)\s*(.{1,20}?)"
                      r"(?=[，,。？?！!\s]|的|$)|从\s*(.{1,15}?)\s*(?:到|转到|切到|迁到|换到|改到|升到|降到)\s*(.{1,15}?)"
                      r"(?=[，,。？?！!\s]|$)")

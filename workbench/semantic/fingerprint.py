@@ -41,6 +41,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 # Negation that governs a request ("don't enable", "never", "stop"), not every "not" or "without"
 # ("rotate without downtime" asks for the same thing as "zero-downtime rotation").
 WEAK_ACTIONS = {"", "howto", "explain"}
+CJK = re.compile(r"[\u4e00-\u9fff]")
 OPPOSITE_ACTIONS = ({"enable", "disable"}, {"create", "delete"})
 # What kind of answer a question wants. Two questions after different kinds ("where are the deploy
 # logs" / "how long does a deploy take") are different questions however close their words are.
@@ -86,7 +87,8 @@ CORRECTION_ZH = re.compile(r"不对|不是这样|不是这个|不是我要的|�
 # after a counting measure word (个, 台, 位, ...) the noun up to a particle ("2 个并发实例" ->
 # "2 并发实例"); after a unit (号, 月, 天, 元, ...) the unit alone.
 NUMBER_UNIT = re.compile(r"[$€£¥]?(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)"
-                         r"(?=(?i:am|pm|k|[kmgt]i?b|ms|h|hrs?|st|nd|rd|th|x|d|s)\b|[^A-Za-z0-9]|$)\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
+                         r"(?=(?i:am|pm|k|[kmgt]i?b|ms|h|hrs?|st|nd|rd|th|x|d|s)\b|[^A-Za-z0-9]|$)"
+                         r"\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
                          r"小时|分钟|秒)?\s*((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
 COUNTERS = set("个台次条份位张")
 # Chinese units named as the English counted noun, so "满三年" and "3 years" compare equal
