@@ -24,7 +24,7 @@ from .cleaning import CleaningPolicy, clean
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, warning
 from .errors import WorkbenchError
-from .injection import POLICIES, InjectionPolicy, apply_policy, scan
+from .injection import ASSISTANT_POLICIES, POLICIES, AssistantPolicy, InjectionPolicy, apply_policy, scan
 from .intake import IntakeLimits, normalize
 from .metrics import AssemblyMetrics
 from .result import AssemblyResult, Dropped, DroppedList
@@ -52,7 +52,11 @@ class AssemblerConfig:
     template: str | ChatTemplate = "chatml"
     tokenizer: str | Tokenizer | None = None
     cleaning: CleaningPolicy = field(default_factory=CleaningPolicy)
+    # Special-token strings by where the text came from (workbench/injection.py): the request's
+    # own text (system, user, tool results, names, ids), the tool schemas, the assistant's output.
     injection: InjectionPolicy = "escape"
+    tool_injection: InjectionPolicy = "escape"
+    assistant_injection: AssistantPolicy = "model"
     context_window: int | None = None
     reserve: int | None = None
     intake: IntakeLimits = field(default_factory=IntakeLimits)
@@ -71,9 +75,11 @@ class Assembler:
     def __init__(self, template: str | ChatTemplate = "chatml", tokenizer: str | Tokenizer | None = None,
                  **options: Any):
         self.config = AssemblerConfig(template=template, tokenizer=tokenizer, **options)
-        if self.config.injection not in POLICIES:
-            raise WorkbenchError(f"unknown injection policy {self.config.injection!r}",
-                                 hint=f"use one of {', '.join(POLICIES)}")
+        for opt, allowed in (("injection", POLICIES), ("tool_injection", POLICIES),
+                             ("assistant_injection", ASSISTANT_POLICIES)):
+            if getattr(self.config, opt) not in allowed:
+                raise WorkbenchError(f"unknown {opt} policy {getattr(self.config, opt)!r}",
+                                     hint=f"use one of {', '.join(allowed)}")
         self.template = get_template(self.config.template)
         self._notes: list[Diagnostic] = []
         tok = self.config.tokenizer or self.template.tokenizer

@@ -18,6 +18,10 @@ from .tokenizers.base import Tokenizer
 
 InjectionPolicy = Literal["escape", "reject", "allow"]
 POLICIES = ("escape", "reject", "allow")
+# The assistant's output has one more: "model" keeps the tokens a model writes inside its own reply
+# (<think>, <tool_call>) and escapes the rest (turn markers a model never writes in a reply).
+AssistantPolicy = Literal["model", "escape", "reject", "allow"]
+ASSISTANT_POLICIES = ("model", "escape", "reject", "allow")
 
 
 def scan(messages: Sequence[Message], tokenizer: Tokenizer) -> dict[int, list[tuple[str, str]]]:
