@@ -82,10 +82,16 @@ def bundle(tmp_path: Path) -> Path:
     return export_bundle(asm, tmp_path / "bundle", [("tool_agent.json", list(s.turns))])
 
 
-def edit_yaml(folder: Path, fn) -> None:  # type: ignore[no-untyped-def]
+def edit_yaml(folder: Path, fn, *, reseal: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Edit workbench.yaml by hand. With `reseal`, compute the seal again as someone who knows the
+    recipe would, to reach the checks behind the seal (tests/test_export_hostile.py: the seal)."""
+    from workbench.export.seal import seal_of
+
     path = folder / "workbench.yaml"
     data = yaml.safe_load(path.read_text())
     fn(data)
+    if reseal:
+        data["seal"] = seal_of(data)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -94,11 +100,13 @@ def test_the_bundle_holds_what_production_needs(bundle: Path) -> None:
     assert files == ["README.md", "chat_template.jinja", "goldens/tool_agent.json", "requests/anthropic.json",
                      "requests/openai.json", "requests/predicted.json", "workbench.schema.json", "workbench.yaml"]
     c = yaml.safe_load((bundle / "workbench.yaml").read_text())
-    assert c["schema_version"] == 1 and c["template"]["name"] == "qwen2.5"
+    assert c["schema_version"] == 2 and c["template"]["name"] == "qwen2.5"
     assert c["cache"]["redis"]["url_env"] == "WORKBENCH_REDIS_URL" and "redis://" not in (bundle / "workbench.yaml").read_text()
     assert c["goldens"][0]["turns"] == list(range(1, 10))
     schema = json.loads((bundle / "workbench.schema.json").read_text())
-    assert schema["properties"]["schema_version"]["maximum"] == 1
+    assert schema["properties"]["schema_version"]["maximum"] == 2
+    assert c["policies"]["tool_injection"] == "escape" and c["policies"]["assistant_injection"] == "model"
+    assert len(c["seal"]["sha256"]) == 64 and "policies.injection" in c["seal"]["fields"]
     # The standalone template is the exported one, byte for byte (for vLLM --chat-template).
     assert (bundle / "chat_template.jinja").read_text() == Assembler(template="qwen2.5").template.source
     asm = load(bundle).assembler
@@ -116,7 +124,7 @@ def test_an_edited_template_without_a_new_hash_is_refused(bundle: Path) -> None:
 
 def test_a_newer_schema_a_missing_tokenizer_and_a_bad_field_are_refused(bundle: Path, tmp_path: Path) -> None:
     newer = shutil.copytree(bundle, tmp_path / "newer")
-    edit_yaml(newer, lambda d: d.update(schema_version=2))
+    edit_yaml(newer, lambda d: d.update(schema_version=3))
     with pytest.raises(BundleError, match="newer than this workbench reads") as e:
         load(newer)
     assert (e.value.file, e.value.field) == ("workbench.yaml", "schema_version")
@@ -130,7 +138,7 @@ def test_a_newer_schema_a_missing_tokenizer_and_a_bad_field_are_refused(bundle: 
     with pytest.raises(BundleError, match="policies.injection"):
         load(bad)
     unknown = shutil.copytree(bundle, tmp_path / "unknown")
-    edit_yaml(unknown, lambda d: d["budget"]["truncation"].update(strategy="newest"))
+    edit_yaml(unknown, lambda d: d["budget"]["truncation"].update(strategy="newest"), reseal=True)
     with pytest.raises(BundleError) as e:
         load(unknown)
     assert e.value.field == "budget.truncation"
@@ -191,6 +199,7 @@ def test_export_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["verify"]["ok"] and d["verify"]["checked"][0]["turns"] == 1
+    assert d["verify"]["seal"] == load(out).seal and len(d["verify"]["seal"]) == 64   # what to pin
     assert str(ROOT) not in (out / "goldens" / "tool_agent.json").read_text()   # no machine paths
     assert main(["export", str(ROOT / "sample_sessions" / "tool_agent.json"), "-o", str(out)]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
@@ -272,7 +281,7 @@ def test_the_semantic_cache_settings_travel_with_the_bundle(tmp_path: Path, caps
     with pytest.raises(BundleError, match="embedder") as exc:
         load(folder).semantic_cache(SemanticCache(HashingEmbedder(dim=256)).embedder)
     assert exc.value.field == "semantic_cache"
-    edit_yaml(folder, lambda d: d["semantic_cache"].update(rules_version=99))
+    edit_yaml(folder, lambda d: d["semantic_cache"].update(rules_version=99), reseal=True)
     with pytest.raises(BundleError, match="rules_version"):
         load(folder).semantic_cache(HashingEmbedder())
     edit_yaml(folder, lambda d: d["semantic_cache"]["thresholds"].update(high="high"))

@@ -31,6 +31,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("verify", help="re-assemble a bundle's goldens here: exit 1 on any drift")
     v.add_argument("bundle", help="the bundle folder")
     v.add_argument("session", nargs="*", help="session files to check too (a golden's own file: against its ids)")
+    v.add_argument("--seal", metavar="SHA256", default=None,
+                   help="the seal `workbench export` printed, pinned outside the folder: a bundle sealed otherwise "
+                        "(edited and sealed again) is drift")
     v.add_argument("--json", action="store_true", help="print the report as one JSON object")
     v.set_defaults(func=cmd_verify)
 
@@ -56,7 +59,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {out}: template {asm.template.name} ({asm.template.version[:12]}), tokenizer "
               f"{asm.tokenizer.name} ({asm.tokenizer.version[:12]}), {len(sessions)} golden session(s); "
-              f"verify: {'ok' if report.ok else 'DRIFT'}")
+              f"verify: {'ok' if report.ok else 'DRIFT'}\n"
+              f"seal {report.seal} (pin it: workbench verify DIR --seal SEAL, load_bundle(DIR, seal=SEAL))")
     if not report.ok:
         raise WorkbenchError("the bundle just written does not verify in this process",
                              hint="report this: export and verify disagree")
@@ -66,7 +70,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ..export.verify import verify
 
-    report = verify(args.bundle, args.session)
+    report = verify(args.bundle, args.session, seal=args.seal)
     if args.json:
         print_json(report.to_json())
     else:
@@ -74,6 +78,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"MISMATCH {m['file']} ({m['field']}): {m['message']}")
         for d in report.drift:
             print(f"DRIFT {d.describe()}")
+        if report.not_assembled:
+            print(f"not assembled: {report.not_assembled}")
         for c in report.checked:
             print(f"checked {c['session']}: {c['turns']} turn(s), {c['tokens']} tokens"
                   + ("" if c.get("golden", True) else " (no golden: assembled only)"))

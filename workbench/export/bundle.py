@@ -12,7 +12,8 @@ Only stable configuration goes in: the template (name, source file and SHA-256),
 policy, the injection policy, prompt-template constants and declarations (request variables are
 declared, never valued), the budget and truncation policy, the cache-key recipe and the cache
 tiers (the Redis URL only as the name of an environment variable), provider cache hints, and the
-semantic cache's settings (embedder, window, thresholds, rules version).
+semantic cache's settings (embedder, window, thresholds, rules version). Everything of it that
+changes the output is sealed (seal.py): a SHA-256 per field, checked by the loader and by verify.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from .. import __version__
 from ..assembler import AUTO_CACHE_BYTES, Assembler
 from ..cache.store import ENV_REDIS_URL
 from ..errors import WorkbenchError
+from . import safe_yaml
 from .schema import SCHEMA, SCHEMA_VERSION
+from .seal import SEALED, changes, fields_of, seal_of
 
 KEY_RECIPE = {
     "version": 1,
@@ -55,7 +58,7 @@ def encode_ids(ids: np.ndarray) -> str:
 
 
 def decode_ids(text: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text), dtype="<u4").astype(np.uint32)
+    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<u4").astype(np.uint32)
 
 
 def ids_sha256(ids: np.ndarray) -> str:
@@ -92,7 +95,9 @@ def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required:
                      "bos_token": t.bos_token, "eos_token": t.eos_token, "kwargs": _plain(t.kwargs),
                      "origin": t.origin},
         "tokenizer": {"name": tok_name, "version": tok.version},
-        "policies": {"injection": c.injection, "cleaning": _plain(c.cleaning), "intake": _plain(c.intake),
+        "policies": {"injection": c.injection, "tool_injection": c.tool_injection,
+                     "assistant_injection": c.assistant_injection, "cleaning": _plain(c.cleaning),
+                     "intake": _plain(c.intake),
                      "render_limits": _plain(c.render_limits), "template_kwargs": _plain(c.template_kwargs)},
         "budget": {"context_window": c.context_window, "reserve": c.reserve, "truncation": _plain(c.truncation)},
         "variables": {"constants": _plain(dict(v.constants)), "builtins": v.builtins,
@@ -180,7 +185,8 @@ def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str,
             (tmp / "requests" / "predicted.json").write_text(
                 json.dumps({"breakpoints": provider["breakpoints"], **provider["predicted"]}, indent=1),
                 encoding="utf-8")
-        (tmp / "workbench.yaml").write_text(_yaml(config), encoding="utf-8")
+        text, config["seal"] = _sealed_yaml(config)
+        (tmp / "workbench.yaml").write_text(text, encoding="utf-8")
         (tmp / "workbench.schema.json").write_text(json.dumps(SCHEMA, indent=2), encoding="utf-8")
         (tmp / "README.md").write_text(_readme(config), encoding="utf-8")
         if dest.exists():
@@ -201,11 +207,24 @@ def _safe_stem(name: str, seen: set[str]) -> str:
     return stem
 
 
-def _yaml(config: dict) -> str:
-    yaml = __import__("yaml")
-    head = ("# Prompt Workbench export bundle. Edit nothing by hand: the loader checks the template's SHA-256\n"
-            "# and the tokenizer's vocabulary hash, and `workbench verify` re-assembles the goldens.\n")
-    return head + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=100)
+def _sealed_yaml(config: dict) -> tuple[str, dict]:
+    """The YAML text with its seal, computed over the configuration as the loader will read it back
+    (after the YAML round trip), and proved to read back sealed."""
+    head = ("# Prompt Workbench export bundle. Edit nothing by hand: export again. The loader checks the\n"
+            "# template's SHA-256, the tokenizer's vocabulary hash and the seal (a SHA-256 per field of\n"
+            f"# {', '.join(SEALED)}).\n"
+            "# `workbench verify` re-assembles the goldens. Only cache.redis and cache.local_bytes may be edited.\n")
+    plain = _plain({k: v for k, v in config.items() if k != "seal"})
+    data = safe_yaml.loads(safe_yaml.dump(plain), "workbench.yaml")
+    data["seal"] = seal_of(data)
+    # What the loader will read must be what this process assembled with, value for value.
+    wrote, read = fields_of(plain), fields_of(data)
+    differ = sorted(k for k in wrote.keys() | read.keys() if wrote.get(k) != read.get(k))
+    text = head + safe_yaml.dump(data)
+    if differ or changes(safe_yaml.loads(text, "workbench.yaml")):
+        raise WorkbenchError(f"the configuration does not read back as it was written ({', '.join(differ)})",
+                             hint="report this: the bundle would load as another configuration")
+    return text, data["seal"]
 
 
 def _readme(c: dict) -> str:
@@ -228,9 +247,17 @@ Exported by {c['created_by']} (schema version {c['schema_version']}).
 
 ```python
 import workbench
-asm = workbench.load_bundle("path/to/this/folder")    # only the core install is needed
+asm = workbench.load_bundle("path/to/this/folder", seal=SEAL)
 result = asm.assemble(request)                         # the same ids the workbench showed
 ```
+
+Only the core install is needed. The seal is a SHA-256 per field of everything that changes the
+prompt (template, tokenizer version, policies, budget, variables, cache-key recipe, semantic
+cache). The loader refuses a bundle whose fields no longer match it. SEAL is the seal's SHA-256
+that `workbench export` printed: keep it in your deployment, outside this folder (a copy read from
+here proves nothing), and a bundle that was edited and sealed again is refused too.
+Do not edit this folder by hand: export again. Only `cache.redis` and `cache.local_bytes` in
+`workbench.yaml` may be changed in place.
 
 ## Provider requests
 
@@ -239,7 +266,7 @@ result = asm.assemble(request)                         # the same ids the workbe
 ## Prove it, on every instance and every deploy
 
 ```bash
-workbench verify path/to/this/folder [more_sessions.json ...]
+workbench verify path/to/this/folder --seal SEAL [more_sessions.json ...]
 ```
 
 It re-assembles the goldens below and exits 1 on any drift, naming the first differing token,

@@ -1,7 +1,9 @@
 """Load a bundle: the same Assembler the workbench exported, in any process, with only the core
 install. Nothing is silently assembled differently: a template edited without a new hash, a
-tokenizer whose vocabulary is not the one exported, a newer schema, a missing tokenizer or a
-required Redis URL that is not set are each an error naming the file and the field.
+tokenizer whose vocabulary is not the one exported, a policy or limit changed after the export (the
+seal, seal.py), a newer schema, a missing tokenizer or a required Redis URL that is not set are
+each an error naming the file and the field. The bundle is read as untrusted data: YAML without
+anchors or aliases and within size bounds (safe_yaml.py), files only inside its folder (paths.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..assembler import Assembler
+from ..assembler import Assembler, AssemblerConfig
 from ..cache.store import TwoTierCache
 from ..cleaning import CleaningPolicy
 from ..errors import BundleError, WorkbenchError
@@ -22,20 +24,36 @@ from ..templates.render import RenderLimits
 from ..tokenizers import get_tokenizer
 from ..truncation import TruncationPolicy
 from ..variables import VariableConfig, VariableSpec
+from . import paths, safe_yaml
 from .schema import check
+from .seal import HINT as SEAL_HINT
+from .seal import changes as seal_changes
 
 CONFIG_FILE = "workbench.yaml"
+# The shipped templates are under 16 KB; a template this large was not exported from a workbench.
+MAX_TEMPLATE_BYTES = 4 << 20
 
 
 @dataclass
 class Bundle:
     path: Path
     config: dict
-    assembler: Assembler
+    # None only from load(strict=False) when the configuration fails its seal: nothing is built
+    # from a configuration that is not the one exported.
+    assembler: Assembler | None
     mismatches: list[dict] = field(default_factory=list)   # {file, field, message}: hash drift (strict=False)
+    sealed: bool = True
+
+    @property
+    def seal(self) -> str:
+        """The seal's SHA-256: pin it outside the folder (`load(folder, seal=...)`)."""
+        return str(self.config["seal"]["sha256"])
 
     def semantic_cache(self, embedder: Any = None, **kw: Any) -> Any:
         """A SemanticCache that decides as the workbench did (needs the `semantic` extra)."""
+        if not self.sealed:
+            raise BundleError(f"{CONFIG_FILE}: the configuration fails its seal", file=CONFIG_FILE, field="seal",
+                              hint=SEAL_HINT)
         return semantic_cache(self.config, embedder, **kw)
 
 
@@ -53,28 +71,39 @@ def semantic_cache(config: dict, embedder: Any = None, **kw: Any) -> Any:
 
 
 def read_config(folder: str | Path) -> dict:
-    path = Path(folder) / CONFIG_FILE
+    """workbench.yaml, parsed as plain bounded data and checked against the schema; every file
+    name in it is checked to lie inside the folder (the seal is checked by `load`)."""
     if not Path(folder).is_dir():
         raise BundleError(f"{folder}: no such bundle folder", file=str(folder), hint="give the folder `workbench export` wrote")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot read it ({exc.strerror})", file=CONFIG_FILE) from None
-    try:
-        import yaml
-        data = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - yaml's errors carry the line: pass them on
-        raise BundleError(f"{path}: not valid YAML: {exc}", file=CONFIG_FILE) from None
+    data = safe_yaml.read(paths.inside(Path(folder), CONFIG_FILE, None, file=CONFIG_FILE), CONFIG_FILE)
     check(data, CONFIG_FILE)
+    paths.check_name(data["template"]["file"], "template.file")
+    for i, g in enumerate(data["goldens"]):
+        paths.check_name(g["file"], f"goldens[{i}].file")
+    files = (data.get("providers") or {}).get("files")
+    for key, rel in (files.items() if isinstance(files, dict) else ()):
+        paths.check_name(rel, f"providers.files.{key}")
     return data
 
 
-def load(folder: str | Path, *, strict: bool = True, cache: Any = "config") -> Bundle:
+def load(folder: str | Path, *, strict: bool = True, cache: Any = "config", seal: str | None = None) -> Bundle:
     """Build the bundle's assembler. With strict=False, hash mismatches are recorded in
-    `mismatches` instead of raised (what `workbench verify` reports as drift)."""
+    `mismatches` instead of raised (what `workbench verify` reports as drift); a configuration that
+    fails its seal is recorded too, and then no assembler is built (`assembler` is None).
+    `seal`: the seal's SHA-256 as pinned by the caller (printed by `workbench export`); a bundle
+    sealed otherwise is refused, even one re-sealed after an edit."""
     root = Path(folder)
     c = read_config(root)
     mismatches: list[dict] = []
+
+    broken = seal_changes(c, seal)
+    if broken:
+        if strict:
+            more = f" (and {', '.join(ch.field for ch in broken[1:])})" if len(broken) > 1 else ""
+            raise BundleError(f"{CONFIG_FILE}: {broken[0].describe()}{more}", file=CONFIG_FILE,
+                              field=broken[0].field, hint=SEAL_HINT)
+        mismatches += [{"file": CONFIG_FILE, "field": ch.field, "message": ch.describe()} for ch in broken]
+        return Bundle(root, c, None, mismatches, sealed=False)
 
     def mismatch(file: str, fld: str, message: str, hint: str) -> None:
         if strict:
@@ -82,11 +111,9 @@ def load(folder: str | Path, *, strict: bool = True, cache: Any = "config") -> B
         mismatches.append({"file": file, "field": fld, "message": message})
 
     t = c["template"]
-    tfile = root / t["file"]
+    tfile = paths.inside(root, t["file"], "template.file")
     try:
-        source = tfile.read_bytes().decode("utf-8")
-    except OSError:
-        raise BundleError(f"{t['file']}: missing from the bundle", file=t["file"], field="template.file") from None
+        source = paths.read_bytes(tfile, MAX_TEMPLATE_BYTES, t["file"], "template.file").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(f"{t['file']}: not UTF-8 ({exc})", file=t["file"], field="template.file") from None
     actual = hashlib.sha256(source.encode("utf-8")).hexdigest()
@@ -127,7 +154,10 @@ def load(folder: str | Path, *, strict: bool = True, cache: Any = "config") -> B
     if cache == "config":
         cache = _cache(c["cache"])
     try:
+        # Bundles written before the per-source policies existed get their defaults.
         asm = Assembler(template=template, tokenizer=tokenizer, injection=p["injection"],
+                        tool_injection=p.get("tool_injection", AssemblerConfig.tool_injection),
+                        assistant_injection=p.get("assistant_injection", AssemblerConfig.assistant_injection),
                         cleaning=build(CleaningPolicy, p["cleaning"], "policies.cleaning"),
                         intake=build(IntakeLimits, p["intake"], "policies.intake"),
                         render_limits=build(RenderLimits, p["render_limits"], "policies.render_limits"),
@@ -153,6 +183,9 @@ def _cache(cfg: dict) -> TwoTierCache:
                         namespace=r.get("namespace", "segments"), ttl_s=float(r.get("ttl_s", 3600)))
 
 
-def load_bundle(folder: str | Path) -> Assembler:
-    """The exported assembler (strict: any hash mismatch is an error)."""
-    return load(folder).assembler
+def load_bundle(folder: str | Path, *, seal: str | None = None) -> Assembler:
+    """The exported assembler (strict: any hash or seal mismatch is an error). `seal`: pin the
+    seal `workbench export` printed, so that a bundle edited and re-sealed is refused too."""
+    asm = load(folder, seal=seal).assembler
+    assert asm is not None   # strict loading raises instead
+    return asm

@@ -6,29 +6,38 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BundleError
+from ..injection import ASSISTANT_POLICIES, POLICIES
 
-SCHEMA_VERSION = 1
+# 2: the seal (seal.py) and the per-source injection policies. A reader of version 1 would ignore
+# both and assemble differently, so it refuses a version 2 bundle as newer; this reader refuses a
+# version 1 bundle, which carries no seal, and asks for a new export.
+SCHEMA_VERSION = 2
+FIRST_SEALED_VERSION = 2
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _STR = {"type": "string"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "Prompt Workbench export bundle (workbench.yaml)",
     "type": "object",
-    "required": ["schema_version", "template", "tokenizer", "policies", "budget", "variables", "cache", "goldens"],
+    "required": ["schema_version", "template", "tokenizer", "policies", "budget", "variables", "cache", "goldens",
+                 "seal"],
     "properties": {
-        "schema_version": {"type": "integer", "minimum": 1, "maximum": SCHEMA_VERSION},
+        "schema_version": {"type": "integer", "minimum": FIRST_SEALED_VERSION, "maximum": SCHEMA_VERSION},
         "created_by": _STR,
         "template": {"type": "object", "required": ["name", "file", "sha256"], "properties": {
-            "name": _STR, "file": _STR, "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "name": _STR, "file": _STR, "sha256": _SHA256,
             "description": _STR, "tokenizer": {"type": ["string", "null"]}, "context_window": _NULLABLE_INT,
             "reserve": _NULLABLE_INT, "bos_token": {"type": ["string", "null"]},
             "eos_token": {"type": ["string", "null"]}, "kwargs": {"type": "object"}, "origin": _STR}},
         "tokenizer": {"type": "object", "required": ["name", "version"],
                       "properties": {"name": _STR, "version": _STR}},
         "policies": {"type": "object", "required": ["injection", "cleaning", "intake", "render_limits"],
-                     "properties": {"injection": {"enum": ["escape", "reject", "allow"]},
+                     "properties": {"injection": {"enum": list(POLICIES)},
+                                    "tool_injection": {"enum": list(POLICIES)},
+                                    "assistant_injection": {"enum": list(ASSISTANT_POLICIES)},
                                     "cleaning": {"type": "object"}, "intake": {"type": "object"},
                                     "render_limits": {"type": "object"}, "template_kwargs": {"type": "object"}}},
         "budget": {"type": "object", "required": ["truncation"],
@@ -56,6 +65,8 @@ SCHEMA: dict[str, Any] = {
                                           "thresholds": {"type": "object", "required": ["high", "low"],
                                                          "properties": {"high": {"type": "number"},
                                                                         "low": {"type": "number"}}}}},
+        "seal": {"type": "object", "required": ["version", "sha256", "fields"],
+                 "properties": {"version": {"enum": [1]}, "sha256": _SHA256, "fields": {"type": "object"}}},
         "goldens": {"type": "array", "items": {"type": "object", "required": ["session", "file"],
                                                "properties": {"session": _STR, "file": _STR,
                                                               "turns": {"type": "array"}}}},
@@ -72,7 +83,31 @@ def check(data: Any, where: str = "workbench.yaml") -> None:
         raise BundleError(f"{where}: schema_version {data['schema_version']} is newer than this workbench reads "
                           f"({SCHEMA_VERSION})", file=where, field="schema_version",
                           hint="upgrade prompt-workbench where the bundle is loaded")
+    if isinstance(data, dict) and isinstance(data.get("schema_version"), int) \
+            and data["schema_version"] < FIRST_SEALED_VERSION:
+        raise BundleError(f"{where}: schema_version {data['schema_version']} was exported before bundles were "
+                          "sealed: its policies cannot be checked", file=where, field="schema_version",
+                          hint="export it again with this version of prompt-workbench")
+    if isinstance(data, dict) and "seal" not in data:
+        raise BundleError(f"{where}: the bundle has no seal (it was removed)", file=where, field="seal",
+                          hint="export it again from the workbench")
     _check(data, SCHEMA, where, "")
+
+
+# A golden file (goldens/NAME.json): what verify reads from it, checked before it is trusted.
+GOLDEN_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["session", "turns"],
+    "properties": {"session": _STR, "template_sha256": _STR, "tokenizer_version": _STR,
+                   "turns": {"type": "array", "items": {
+                       "type": "object", "required": ["turn", "count", "sha256", "request"],
+                       "properties": {"turn": {"type": "integer", "minimum": 1}, "count": {"type": "integer",
+                                                                                         "minimum": 0},
+                                      "sha256": _SHA256, "ids": _STR, "request": {"type": "object"}}}}},
+}
+
+
+def check_golden(data: Any, where: str) -> None:
+    _check(data, GOLDEN_SCHEMA, where, "")
 
 
 def _check(x: Any, s: dict, where: str, path: str) -> None:

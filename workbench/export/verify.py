@@ -1,6 +1,8 @@
 """`workbench verify DIR [SESSION...]`: re-assemble a bundle's goldens here and report any drift:
 the first token that differs, located to its segment and message, and any template or tokenizer
 hash mismatch. Drift is the pitfall of instances running different template or tokenizer versions.
+A configuration that fails its seal (a policy or limit edited after the export) is reported field
+by field, and nothing is assembled with it: its limits are not the ones exported.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import numpy as np
 
 from ..errors import BundleError
 from ..sessions import load_session
+from . import paths
 from .bundle import decode_ids, ids_sha256
 from .loader import load
+from .schema import check_golden
 
 
 @dataclass
@@ -47,14 +51,17 @@ class VerifyReport:
     mismatches: list[dict]
     drift: list[Drift] = field(default_factory=list)
     checked: list[dict] = field(default_factory=list)   # {session, turns, tokens}
+    seal: str | None = None                               # the seal's SHA-256 (what to pin)
+    not_assembled: str | None = None                      # why nothing was assembled, when nothing was
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and not self.drift
+        return not self.mismatches and not self.drift and self.not_assembled is None
 
     def to_json(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "mismatches": self.mismatches,
-                "drift": [d.__dict__ | {"message": d.describe()} for d in self.drift], "checked": self.checked}
+        return {"bundle": self.bundle, "ok": self.ok, "seal": self.seal, "mismatches": self.mismatches,
+                "drift": [d.__dict__ | {"message": d.describe()} for d in self.drift], "checked": self.checked,
+                "not_assembled": self.not_assembled}
 
 
 def _locate(result: Any, index: int) -> tuple[str | None, int | None]:
@@ -65,17 +72,37 @@ def _locate(result: Any, index: int) -> tuple[str | None, int | None]:
     return label, seg.seq
 
 
-def verify(folder: str | Path, sessions: Sequence[str] = ()) -> VerifyReport:
-    bundle = load(folder, strict=False)
+def read_golden(root: Path, rel: str, fld: str) -> dict:
+    path = paths.inside(root, rel, fld)
+    raw = paths.read_bytes(path, None, rel, fld)
+    try:
+        golden = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BundleError(f"{rel}: cannot read the golden ({reason})", file=rel, field=fld) from None
+    check_golden(golden, rel)
+    for i, row in enumerate(golden["turns"]):
+        if "ids" in row:
+            try:
+                row["ids"] = decode_ids(row["ids"])
+            except ValueError as exc:
+                raise BundleError(f"{rel}: turns[{i}].ids is not base64 of little-endian uint32 ({exc})", file=rel,
+                                  field=f"turns[{i}].ids") from None
+    return golden
+
+
+def verify(folder: str | Path, sessions: Sequence[str] = (), *, seal: str | None = None) -> VerifyReport:
+    """Re-assemble the goldens (and `sessions`) here. `seal`: the seal SHA-256 pinned by the caller."""
+    bundle = load(folder, strict=False, seal=seal)
+    report = VerifyReport(str(folder), bundle.mismatches, seal=bundle.config["seal"]["sha256"])
     asm = bundle.assembler
-    report = VerifyReport(str(folder), bundle.mismatches)
+    if asm is None:
+        report.not_assembled = ("the configuration is not the one exported (see the mismatches): nothing was "
+                                "assembled with it")
+        return report
     given = {Path(s).name: s for s in sessions}
-    for g in bundle.config["goldens"]:
-        path = bundle.path / g["file"]
-        try:
-            golden = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{g['file']}: cannot read the golden ({exc})", file=g["file"]) from None
+    for i, g in enumerate(bundle.config["goldens"]):
+        golden = read_golden(bundle.path, g["file"], f"goldens[{i}].file")
         name = golden["session"]
         rows = golden["turns"]
         requests = [t["request"] for t in rows]
@@ -94,7 +121,7 @@ def verify(folder: str | Path, sessions: Sequence[str] = ()) -> VerifyReport:
             if "ids" not in exp:
                 report.drift.append(Drift(name, k, exp["count"], len(ids), None, None, None, None, None))
                 continue
-            want = decode_ids(exp["ids"])
+            want = exp["ids"]
             n = min(len(ids), len(want))
             diff = np.flatnonzero(ids[:n] != want[:n])
             i = int(diff[0]) if len(diff) else n
