@@ -4,9 +4,10 @@ Run:  .venv/bin/python benchmarks/bench_cache_store.py [--runs 2000] [--tokens 1
 
 Starts its own redis-server on a free port (no persistence, a temp dir), stores one entry of
 10k tokens and ~40 KB of text, then times, call by call:
-  redis hit    TwoTierCache.get(key, tiers=("redis",)): GET, CRC32, decode, a read-only array
+  redis hit    TwoTierCache.get(key, tiers=("redis",)): GET, CRC32, HMAC, decode, a read-only array
   raw GET      the redis-py GET of the same value alone (the floor the tier sits on)
-  decode       the wire-format decode alone
+  decode       the wire-format decode alone, framing and CRC32 only
+  decode+hmac  the decode the tier does: framing, CRC32 and the HMAC check
   local hit    TwoTierCache.get(key) answered by the in-process tier
   put          write-through (local + encode + SET)
 The issue's bar: a Redis-tier hit adds under 1 ms at the median.
@@ -110,6 +111,8 @@ def main() -> int:
             redis_med = _row("redis hit", _times_ms(lambda: reader.get(key, tiers=("redis",)), args.runs))
             _row("raw GET", _times_ms(lambda: raw_client.get(rkey), args.runs))
             _row("decode", _times_ms(lambda: decode(blob), args.runs))
+            sealer, bkey = reader._redis._sealer, rkey.encode()  # type: ignore[union-attr]
+            _row("decode+hmac", _times_ms(lambda: decode(blob, sealer=sealer, redis_key=bkey), args.runs))
             reader.get(key)
             _row("local hit", _times_ms(lambda: reader.get(key), args.runs))
             _row("put", _times_ms(lambda: writer.put(key, entry), max(1, args.runs // 4)))

@@ -13,9 +13,17 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 Tier = Literal["local", "redis"]
-FaultKind = Literal["connect", "timeout", "garbage", "version", "other"]
+# connect, timeout: the server is unreachable or silent. garbage: a reply or value that does not
+# parse. version: an entry of another wire format. integrity: a value whose HMAC does not match
+# its key (forged, or moved from another key). oversize: a reply over the value cap. deadline: a
+# call that outlived its overall deadline (a server pacing its bytes). other: e.g. WRONGTYPE.
+FaultKind = Literal["connect", "timeout", "garbage", "version", "integrity", "oversize", "deadline", "other"]
 TIERS: tuple[Tier, ...] = ("local", "redis")
-FAULT_KINDS: tuple[FaultKind, ...] = ("connect", "timeout", "garbage", "version", "other")
+FAULT_KINDS: tuple[FaultKind, ...] = ("connect", "timeout", "garbage", "version", "integrity", "oversize",
+                                      "deadline", "other")
+# Where the Redis tier's HMAC secret came from (workbench/cache/secret.py); None without Redis.
+SecretSource = Literal["argument", "env", "deployment", "process"]
+SECRET_SOURCES: tuple[SecretSource, ...] = ("argument", "env", "deployment", "process")
 
 # Percentiles come from the most recent samples: a live view wants "now", not the
 # average since start, and a ring of this size bounds memory and snapshot cost.
@@ -48,6 +56,10 @@ class MetricsSnapshot:
     put_latency: LatencySummary
     redis_enabled: bool = False
     hit_rate: Mapping[Tier, float] = field(default_factory=dict)
+    redis_oversize_puts: int = 0  # entries over the value cap, kept out of Redis (local only)
+    # "env" or "argument": a secret other machines can share. "deployment": made on this machine
+    # (other machines sharing the Redis will not read its entries); "process": this process alone.
+    redis_secret: SecretSource | None = None
 
     def prometheus_text(self) -> str:
         return render_prometheus(self)
@@ -74,7 +86,7 @@ class CacheMetrics:
         self._misses = dict.fromkeys(TIERS, 0)
         self._faults = dict.fromkeys(FAULT_KINDS, 0)
         self._counts = {"builds": 0, "build_failures": 0, "singleflight_waits": 0,
-                        "negative_hits": 0, "redis_skipped": 0}
+                        "negative_hits": 0, "redis_skipped": 0, "redis_oversize_puts": 0}
         self._lat = {op: [0, 0, deque(maxlen=LATENCY_WINDOW)] for op in ("get", "put")}
 
     def hit(self, tier: Tier) -> None:
@@ -101,7 +113,7 @@ class CacheMetrics:
             cell[2].append(ns)
 
     def snapshot(self, *, local_bytes: int, local_entries: int, local_capacity_bytes: int,
-                 evictions: int, redis_enabled: bool) -> MetricsSnapshot:
+                 evictions: int, redis_enabled: bool, redis_secret: SecretSource | None = None) -> MetricsSnapshot:
         with self._lock:
             hits, misses, faults = dict(self._hits), dict(self._misses), dict(self._faults)
             counts = dict(self._counts)
@@ -115,6 +127,7 @@ class CacheMetrics:
             local_bytes=local_bytes, local_entries=local_entries,
             local_capacity_bytes=local_capacity_bytes, evictions=evictions,
             get_latency=lat["get"], put_latency=lat["put"], redis_enabled=redis_enabled,
+            redis_oversize_puts=counts["redis_oversize_puts"], redis_secret=redis_secret,
         )
 
 
@@ -172,6 +185,13 @@ def render_prometheus(m: MetricsSnapshot) -> str:
             [("", {}, m.redis_skipped)])
     _family(out, "redis_enabled", "gauge", "1 when a Redis tier is configured.",
             [("", {}, int(m.redis_enabled))])
+    _family(out, "redis_oversize_puts_total", "counter",
+            "Entries over the value cap, kept out of Redis (served by the local tier only).",
+            [("", {}, m.redis_oversize_puts)])
+    _family(out, "redis_secret", "gauge",
+            "1 for where the Redis tier's HMAC secret came from; deployment or process: other machines "
+            "cannot share entries until WORKBENCH_CACHE_SECRET is set.",
+            [("", {"source": s}, int(m.redis_secret == s)) for s in SECRET_SOURCES])
     _family(out, "local_bytes", "gauge", "Bytes held by the local tier.", [("", {}, m.local_bytes)])
     _family(out, "local_capacity_bytes", "gauge", "Byte cap of the local tier.",
             [("", {}, m.local_capacity_bytes)])

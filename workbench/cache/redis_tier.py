@@ -1,25 +1,38 @@
-"""The Redis tier: a safe binary wire format and a client that never raises into assembly.
+"""The Redis tier: a safe binary wire format, keyed digests, and a client that never raises into assembly.
 
 Wire format (one Redis string per entry, never pickle):
 
-    header  <4s H H I I I I>  magic b"WBSC", FORMAT_VERSION, flags (0),
-                              meta length, text length, token count, CRC32 of the body
+    header  <4s H H I I I I 32s>  magic b"WBSC", FORMAT_VERSION, flags (0), meta length,
+                                  text length, token count, CRC32 of tag + body, tag
     body    meta as UTF-8 JSON (an object of scalars, sorted keys)
             text as UTF-8
             token ids as raw little-endian uint32
 
-Anything that does not parse is a `WireError` ("garbage" or "version"); the tier turns
-it into a miss and a counted fault. CRC32 catches truncation and corruption at ~25 µs
-for a 10k-token entry; the writers are trusted, so no keyed digest is needed.
+    tag     HMAC-SHA256, keyed by the cache secret (workbench/cache/secret.py), over the full
+            Redis key and every field of the value but the CRC and the tag themselves
 
-The client is imported lazily (`redis` is an optional extra). A failed call starts a
-back-off: the tier is skipped for a short interval that doubles up to a cap, and one
-caller at a time probes when it ends, so a dead or paused server costs about one
-`socket_timeout_s` per interval instead of one per call.
+Whoever can write to the Redis is not trusted: the server may be shared, exposed or replayed
+from a backup. A value is data only once its tag proves that a holder of the secret stored
+exactly these bytes under exactly this key, so a value copied from key B to key A, or forged
+with a valid CRC, is a miss ("integrity"), never a prompt. Checked in this order, each failure
+a `WireError` that the tier counts as a fault and turns into a miss: magic and lengths
+("garbage"), format version ("version"), tag (compared in constant time; on a mismatch the
+CRC32 tells accidental damage, "garbage", from forgery, "integrity"), and only then the meta
+JSON and the text. The HMAC of a 10k-token entry (80 KB) takes about 45 µs; a good tag makes
+the CRC redundant, so a read computes the CRC only on failure and a write computes both.
+
+The client is imported lazily (`redis` is an optional extra). Every call has an overall
+deadline and every reply a byte cap, enforced below redis-py's parser (redis_reply.py): a
+server that dribbles bytes or sends a huge value costs at most the deadline and the cap, and
+counts as a "deadline" or "oversize" fault. A failed call starts a back-off: the tier is
+skipped for a short interval that doubles up to a cap, and one caller at a time probes when it
+ends, so a dead, paused or hostile server costs about one deadline per interval instead of one
+per call.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import re
@@ -29,6 +42,7 @@ import sys
 import threading
 import time
 import zlib
+from hashlib import sha256
 from typing import Any, Mapping
 
 import numpy as np
@@ -37,14 +51,19 @@ from numpy.typing import NDArray
 from .._optional import require
 from ..errors import WorkbenchError
 from .metrics import CacheMetrics, FaultKind
+from .secret import CacheSecret
 
 # Bump when the layout below changes: it is in the header and in every key, so two
 # versions of the workbench sharing one Redis never read each other's entries.
-FORMAT_VERSION = 1
+# 2: the HMAC tag over key and value.
+FORMAT_VERSION = 2
 MAGIC = b"WBSC"
-_HEAD = struct.Struct("<4sHHIIII")
+TAG_BYTES = 32
+_HEAD = struct.Struct("<4sHHIIII32s")
+_FIELDS = struct.Struct("<4sHHIII")   # what the tag covers of the header: all but the CRC and the tag
 _LE_U32 = np.dtype("<u4")
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_NO_TAG = bytes(TAG_BYTES)
 
 Meta = Mapping[str, "str | int | float | bool | None"]
 
@@ -57,18 +76,54 @@ class WireError(Exception):
         super().__init__(message)
 
 
-def encode(text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
+class Sealer:
+    """HMAC-SHA256 over (Redis key, value fields), keyed by the cache secret."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, secret: CacheSecret | bytes):
+        key = secret.key if isinstance(secret, CacheSecret) else bytes(secret)
+        # A key of its own for this use, so the same secret serving elsewhere never yields these tags.
+        derived = hmac.new(key, b"prompt-workbench cache entry tag", sha256).digest()
+        self._base = hmac.new(derived, digestmod=sha256)
+
+    def tag(self, redis_key: bytes, *parts: bytes | memoryview) -> bytes:
+        m = self._base.copy()          # the keyed pads are computed once, not per value
+        m.update(struct.pack("<I", len(redis_key)))
+        m.update(redis_key)
+        for p in parts:
+            m.update(p)
+        return m.digest()
+
+
+def encode(text: str, token_ids: NDArray[np.uint32], meta: Meta, *,
+           sealer: Sealer | None = None, redis_key: bytes | None = None) -> bytes:
+    """The stored form of an entry; tagged for `redis_key` when a `sealer` is given (the tier
+    always gives one: an untagged value never passes its check)."""
     meta_b = json.dumps(dict(meta), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     text_b = text.encode("utf-8")
     toks = token_ids if token_ids.dtype == _LE_U32 else token_ids.astype(_LE_U32)
     tok_b = memoryview(np.ascontiguousarray(toks)).cast("B")
-    crc = zlib.crc32(tok_b, zlib.crc32(text_b, zlib.crc32(meta_b)))
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_b), len(text_b), len(toks), crc)
+    fields = _FIELDS.pack(MAGIC, FORMAT_VERSION, 0, len(meta_b), len(text_b), len(toks))
+    if sealer is None:
+        tag = _NO_TAG
+    else:
+        if redis_key is None:
+            raise ValueError("a sealed value needs the Redis key it is stored under")
+        tag = sealer.tag(redis_key, fields, meta_b, text_b, tok_b)
+    crc = zlib.crc32(tok_b, zlib.crc32(text_b, zlib.crc32(meta_b, zlib.crc32(tag))))
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_b), len(text_b), len(toks), crc, tag)
     return b"".join((head, meta_b, text_b, tok_b))
 
 
-def decode(raw: bytes) -> tuple[str, NDArray[np.uint32], dict[str, Any]]:
-    """(text, read-only token ids, meta) or WireError; nothing else escapes."""
+def decode(raw: bytes, *, sealer: Sealer | None = None,
+           redis_key: bytes | None = None) -> tuple[str, NDArray[np.uint32], dict[str, Any]]:
+    """(text, read-only token ids, meta) or WireError; nothing else escapes.
+
+    With a `sealer`, the tag must prove the value was stored under `redis_key` by a holder of
+    the secret. Without one only the framing is checked: never use that on a value read from
+    a server (the tier does not).
+    """
     if not isinstance(raw, (bytes, bytearray)) or len(raw) < 6 or raw[:4] != MAGIC:
         raise WireError("garbage", "not a workbench cache entry (bad magic)")
     # The version sits at a fixed offset so any future layout can still be recognised.
@@ -77,15 +132,29 @@ def decode(raw: bytes) -> tuple[str, NDArray[np.uint32], dict[str, Any]]:
         raise WireError("version", f"entry format {version}, this workbench reads {FORMAT_VERSION}")
     if len(raw) < _HEAD.size:
         raise WireError("garbage", "truncated header")
-    _, _, flags, meta_n, text_n, tok_n, crc = _HEAD.unpack_from(raw)
+    _, _, flags, meta_n, text_n, tok_n, crc, tag = _HEAD.unpack_from(raw)
     if flags != 0 or len(raw) != _HEAD.size + meta_n + text_n + 4 * tok_n:
         raise WireError("garbage", "lengths do not match the header")
-    mv = memoryview(raw)[_HEAD.size:]
-    if zlib.crc32(mv) != crc:
-        raise WireError("garbage", "CRC32 mismatch")
+    mv = memoryview(raw)
+    body = mv[_HEAD.size:]
+    meta_v, text_v, tok_v = body[:meta_n], body[meta_n:meta_n + text_n], body[meta_n + text_n:]
+    if sealer is None:
+        if zlib.crc32(body, zlib.crc32(tag)) != crc:
+            raise WireError("garbage", "CRC32 mismatch")
+    else:
+        if redis_key is None:
+            raise ValueError("checking a value's tag needs the Redis key it was read from")
+        want = sealer.tag(redis_key, mv[:_FIELDS.size], meta_v, text_v, tok_v)
+        if not hmac.compare_digest(want, tag):
+            # A valid tag proves every byte, so the CRC is computed only to name the failure:
+            # damaged on the way (garbage) or written by someone without the secret (integrity).
+            if zlib.crc32(body, zlib.crc32(tag)) != crc:
+                raise WireError("garbage", "CRC32 mismatch")
+            raise WireError("integrity", "the value's HMAC does not match its key and content "
+                                         "(written without the cache secret, or moved from another key)")
     try:
-        meta = json.loads(bytes(mv[:meta_n]).decode("utf-8"))
-        text = bytes(mv[meta_n:meta_n + text_n]).decode("utf-8")
+        meta = json.loads(bytes(meta_v).decode("utf-8"))
+        text = bytes(text_v).decode("utf-8")
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError("garbage", f"undecodable meta or text: {exc}") from None
     if not isinstance(meta, dict) or not all(
@@ -93,7 +162,7 @@ def decode(raw: bytes) -> tuple[str, NDArray[np.uint32], dict[str, Any]]:
         raise WireError("garbage", "meta is not an object of scalars")
     # bytes() copies the token run out, so the array does not keep the whole value alive;
     # an array over immutable bytes can never be made writeable again.
-    tokens = np.frombuffer(bytes(mv[meta_n + text_n:]), dtype=_LE_U32)
+    tokens = np.frombuffer(bytes(tok_v), dtype=_LE_U32)
     if sys.byteorder != "little":
         tokens = np.frombuffer(tokens.astype(np.uint32).tobytes(), dtype=np.uint32)
     return text, tokens, meta
@@ -106,36 +175,71 @@ def check_name(what: str, value: str) -> str:
     return value
 
 
+# The largest value a tier stores or reads unless told otherwise. An entry is one prompt: its
+# text and 4 bytes per token (plus the segment table). The intake caps a request's text at
+# 64 MiB (IntakeLimits.max_request_bytes) and real context windows are far below that: 1M
+# tokens are about 4 MB of ids and 4-8 MB of text. Beyond the cap a value is not stored, and a
+# server announcing more is not read.
+DEFAULT_MAX_VALUE_BYTES = 64 << 20
+# The overall bound on one Redis call: connect (its timeout is at most this), handshake and reply
+# reads all end by it; only a send that blocks (redis-py's sendall, bounded by socket_timeout_s)
+# can add to it, so a call ends within deadline + socket timeout at worst. A hit on loopback
+# takes ~0.15 ms for a 10k-token entry and a value at the cap ~0.5 s over 1 Gbit/s; beyond
+# this the local tier and a fresh build are the faster answer anyway.
+DEFAULT_DEADLINE_S = 0.5
+
+
 class RedisTier:
-    """GET/SET of encoded entries under `workbench:{environment}:{FORMAT_VERSION}:{namespace}:`."""
+    """GET/SET of sealed entries under `workbench:{environment}:{FORMAT_VERSION}:{namespace}:`."""
 
     def __init__(self, url: str, *, environment: str, namespace: str, ttl_s: float,
-                 socket_timeout_s: float, metrics: CacheMetrics,
-                 backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0):
+                 socket_timeout_s: float, metrics: CacheMetrics, secret: CacheSecret,
+                 backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, deadline_s: float = DEFAULT_DEADLINE_S):
         redis = require("redis", "the shared Redis cache tier (WORKBENCH_REDIS_URL)")
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        for name, value in (("ttl_s", ttl_s), ("socket_timeout_s", socket_timeout_s)):
-            # A zero or missing socket timeout would let a hung server block assembly forever.
+        from .redis_reply import DeadlineExceeded, ReplyTooLarge, bounded_call, bounded_parser
+
+        for name, value in (("ttl_s", ttl_s), ("socket_timeout_s", socket_timeout_s),
+                            ("redis_deadline_s", deadline_s)):
+            # A zero or missing timeout would let a hung server block assembly forever.
             if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 raise WorkbenchError(f"cache {name} must be a positive number of seconds, got {value!r}")
+        if not (isinstance(max_value_bytes, int) and not isinstance(max_value_bytes, bool) and max_value_bytes > 0):
+            raise WorkbenchError(f"cache max_value_bytes must be a positive integer, got {max_value_bytes!r}")
         self.prefix = f"workbench:{check_name('environment', environment)}:{FORMAT_VERSION}:" \
                       f"{check_name('namespace', namespace)}:"
+        self.max_value_bytes = max_value_bytes
+        self.deadline_s = float(deadline_s)
+        self.secret_source = secret.source
+        self._sealer = Sealer(secret)
+        self._bounded_call = bounded_call
         self._ttl_ms = max(1, int(ttl_s * 1000))
         self._metrics = metrics
+        self._limit_errors: dict[type[BaseException], FaultKind] = {
+            DeadlineExceeded: "deadline", ReplyTooLarge: "oversize"}
         self._timeout_errors = (redis.exceptions.TimeoutError, socket.timeout, TimeoutError)
         self._connect_errors = (redis.exceptions.ConnectionError, OSError)
         self._protocol_errors = (redis.exceptions.InvalidResponse,)
         try:
             # No client-side retries: a retry multiplies the timeout we promised to pay at most once;
-            # the back-off below decides when to try again.
+            # the back-off below decides when to try again. The bounded parser caps every reply and
+            # holds every read to the call's deadline; it reads RESP2 (redis-py 8 defaults to RESP3,
+            # which GET and SET do not need). The connect timeout never outlasts the deadline.
             self._client = redis.Redis.from_url(
-                url, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s,
-                retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0)
+                url, socket_timeout=socket_timeout_s,
+                socket_connect_timeout=min(socket_timeout_s, deadline_s),
+                retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0,
+                protocol=2, parser_class=bounded_parser(max_value_bytes))
         except ValueError as exc:
             raise WorkbenchError(f"the Redis URL is not valid: {exc}",
                                  hint="use redis://HOST:PORT/DB (WORKBENCH_REDIS_URL or redis_url=)") from None
+        protocol = self._client.connection_pool.connection_kwargs.get("protocol")
+        if protocol not in (2, "2"):    # a protocol=3 in the URL overrides the argument above
+            raise WorkbenchError(f"the Redis URL asks for protocol {protocol}; the cache tier reads RESP2 only",
+                                 hint="remove protocol=... from the Redis URL")
         self._backoff_initial = backoff_initial_s
         self._backoff_max = backoff_max_s
         self._delay = backoff_initial_s
@@ -148,8 +252,10 @@ class RedisTier:
     def get(self, key_hex: str) -> tuple[str, NDArray[np.uint32], dict[str, Any]] | None:
         if not self._admit():
             return None
+        rkey = self.prefix + key_hex
         try:
-            raw = self._client.get(self.prefix + key_hex)
+            with self._bounded_call(self.deadline_s):
+                raw = self._client.get(rkey)
         except Exception as exc:  # noqa: BLE001 - any client failure is a miss, never an error
             self._failed(exc)
             self._metrics.miss("redis")
@@ -159,7 +265,7 @@ class RedisTier:
             self._metrics.miss("redis")
             return None
         try:
-            parts = decode(raw)
+            parts = decode(raw, sealer=self._sealer, redis_key=rkey.encode())
         except WireError as exc:
             self._metrics.fault(exc.kind)
             self._metrics.miss("redis")
@@ -167,11 +273,20 @@ class RedisTier:
         self._metrics.hit("redis")
         return parts
 
+    def encode(self, key_hex: str, text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
+        """The sealed value for `key_hex` (what `set` stores)."""
+        return encode(text, token_ids, meta, sealer=self._sealer, redis_key=(self.prefix + key_hex).encode())
+
     def set(self, key_hex: str, blob: bytes) -> bool:
+        if len(blob) > self.max_value_bytes:
+            # Every reader would refuse it: storing it would only cost the write and the memory.
+            self._metrics.count("redis_oversize_puts")
+            return False
         if not self._admit():
             return False
         try:
-            self._client.set(self.prefix + key_hex, blob, px=self._ttl_ms)
+            with self._bounded_call(self.deadline_s):
+                self._client.set(self.prefix + key_hex, blob, px=self._ttl_ms)
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
             return False
@@ -207,7 +322,10 @@ class RedisTier:
 
     def _failed(self, exc: BaseException) -> None:
         kind: FaultKind
-        if isinstance(exc, self._timeout_errors):
+        limit = next((k for cls, k in self._limit_errors.items() if isinstance(exc, cls)), None)
+        if limit is not None:
+            kind = limit        # a reply over the cap or past the deadline: the server misbehaves
+        elif isinstance(exc, self._timeout_errors):
             kind = "timeout"
         elif isinstance(exc, self._connect_errors):
             kind = "connect"

@@ -8,6 +8,10 @@ asking for one missing key share one build (single-flight, with a double check o
 the flight is taken); a build that raises is remembered for `negative_ttl_s`, so a
 burst of requests for a failing key re-raises the same error type without building.
 Redis faults of any kind become misses and counted faults, never exceptions.
+
+The Redis server is not trusted (redis_tier.py): every value carries an HMAC over its key
+and content, keyed by WORKBENCH_CACHE_SECRET (secret.py; `secret=` overrides it), values
+are capped at `max_value_bytes` and every Redis call ends within `redis_deadline_s`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from ..errors import WorkbenchError
 from .keys import CacheKey
 from .local import ByteLRU
 from .metrics import TIERS, CacheMetrics, MetricsSnapshot, Tier
-from .redis_tier import RedisTier, check_name, encode
+from .redis_tier import DEFAULT_DEADLINE_S, DEFAULT_MAX_VALUE_BYTES, RedisTier, check_name
+from .secret import resolve_secret
 
 MetaValue = str | int | float | bool | None
 GetSource = Literal["local", "redis", "miss"]
@@ -132,7 +137,8 @@ class TwoTierCache:
                  environment: str = "default", namespace: str = "segments", ttl_s: float = 3600,
                  negative_ttl_s: float = 2.0, socket_timeout_s: float = 0.05,
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
-                 negative_max_entries: int = 4096):
+                 negative_max_entries: int = 4096, secret: bytes | str | None = None,
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, redis_deadline_s: float = DEFAULT_DEADLINE_S):
         if local_bytes < 0:
             raise WorkbenchError(f"cache local_bytes must be >= 0, got {local_bytes}",
                                  hint="0 turns the local tier off")
@@ -140,10 +146,12 @@ class TwoTierCache:
         check_name("namespace", namespace)
         self._metrics = CacheMetrics()
         self._local: ByteLRU[CacheEntry] = ByteLRU(local_bytes)
+        # The secret is resolved only with a Redis tier: a local-only cache trusts its own memory.
         self._redis = None if not redis_url else RedisTier(
             redis_url, environment=environment, namespace=namespace, ttl_s=ttl_s,
-            socket_timeout_s=socket_timeout_s, metrics=self._metrics,
-            backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s)
+            socket_timeout_s=socket_timeout_s, metrics=self._metrics, secret=resolve_secret(secret),
+            backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
+            max_value_bytes=max_value_bytes, deadline_s=redis_deadline_s)
         self._negative_ttl_s = negative_ttl_s
         self._negative_max = negative_max_entries
         self._negative: dict[str, tuple[float, BaseException]] = {}
@@ -207,7 +215,11 @@ class TwoTierCache:
             self._local.put(hex_, entry)
             self._forget_failure(hex_)
             if self._redis is not None:
-                self._redis.set(hex_, encode(entry.text, entry.token_ids, entry.meta))
+                if entry.nbytes - ENTRY_OVERHEAD > self._redis.max_value_bytes:
+                    # Its encoding is at least this large: refuse it before copying it into one.
+                    self._metrics.count("redis_oversize_puts")
+                else:
+                    self._redis.set(hex_, self._redis.encode(hex_, entry.text, entry.token_ids, entry.meta))
         finally:
             self._metrics.latency("put", time.perf_counter_ns() - t0)
 
@@ -330,7 +342,8 @@ class TwoTierCache:
         return self._metrics.snapshot(
             local_bytes=self._local.nbytes, local_entries=len(self._local),
             local_capacity_bytes=self._local.max_bytes, evictions=self._local.evictions,
-            redis_enabled=self._redis is not None)
+            redis_enabled=self._redis is not None,
+            redis_secret=None if self._redis is None else self._redis.secret_source)
 
     def prometheus_text(self) -> str:
         return self.metrics().prometheus_text()
