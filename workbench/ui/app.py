@@ -5,6 +5,10 @@ message editor; below it, tabs for a custom Jinja template, the tool schemas and
 variables. Right: the summary line, the budget bar, and tabs for the token view, the cache panel,
 the prefix diff, the teaching step-through and the diagnostics.
 
+Files: every open, save and export goes through `AppFiles` (files.py), confined to the sessions
+folder and the export folder chosen at start (`workbench app --sessions DIR --export-dir DIR`); a
+refused name shows inline beside its box, and a taken one asks for confirmation (Overwrite, Replace).
+
 What an edit does lives in `Controller` and `WorkbenchState` (shared with the notebook's
 `Workbench`); this module only hosts it. The token view and the message editor are the same ES
 modules as in the notebook (`widgets/`), hosted by Panel's AnyWidget-compatible component.
@@ -34,6 +38,7 @@ from ..tokenizers import names as tokenizer_names
 from .charts import budget_figure
 from .controller import Controller
 from .document import Autosave, SessionDocument
+from .files import AppFiles, OverwriteNeeded
 from ..engine.kv import KV_CONFIGS
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
@@ -211,23 +216,33 @@ class PanelHost:
 class WorkbenchApp:
     """Widgets over one WorkbenchState and Controller. `layout` is the Panel object."""
 
-    def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None):
+    def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None,
+                 files: AppFiles | None = None):
         pn.extension("plotly")
+        self.files = files if files is not None else AppFiles.create(given=session_path)
         self.state = WorkbenchState(session_path, autosave=autosave if autosave is not None else Autosave())
         self.host = PanelHost(self)
-        self.controller = Controller(self.state, self.host, background=self.host.doc is not None)
+        self.controller = Controller(self.state, self.host, background=self.host.doc is not None, files=self.files)
         s = self.state
-        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, options=dict(s.samples),
-                                                value=self._sample_value())
+        self._picked = self.files.key_of(s.doc.path)     # the picker's value for the open session
+        self._confirming = ("", "")                       # the names Overwrite and Replace were offered for
+        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, options=self.files.options(),
+                                                value=self._picked)
         self.upload = pn.widgets.FileInput(accept=".json", multiple=False, sizing_mode="stretch_width")
-        self.save_path = pn.widgets.TextInput(**{LABEL: "Save to"}, value=s.doc.path or "",
-                                              placeholder="a .json path", sizing_mode="stretch_width")
+        self.save_path = pn.widgets.TextInput(**{LABEL: "Save to (a .json name in the app's folder)"},
+                                              value=self.files.default_save_name(s.doc), placeholder="my_session.json",
+                                              sizing_mode="stretch_width")
         self.save_button = pn.widgets.Button(**{LABEL: "Save", COLOR: "primary"}, width=80)
         self.revert_button = pn.widgets.Button(**{LABEL: "Revert"}, width=80)
+        self.overwrite_button = pn.widgets.Button(**{LABEL: "Overwrite", COLOR: "danger"}, width=100, visible=False)
         self.file_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.export_path = pn.widgets.TextInput(**{LABEL: "Export a bundle to (production)"},
-                                                value=self._export_default(), sizing_mode="stretch_width")
+                                                value=self.files.default_export_name(s.doc),
+                                                placeholder="a folder name in the export folder",
+                                                sizing_mode="stretch_width")
         self.export_button = pn.widgets.Button(**{LABEL: "Export"}, width=80, align="end")
+        self.replace_button = pn.widgets.Button(**{LABEL: "Replace", COLOR: "danger"}, width=90, align="end",
+                                                visible=False)
         self.export_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn, width=150)
         self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template,
@@ -269,11 +284,15 @@ class WorkbenchApp:
         self.teaching = TeachingPanel()
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
 
-        self.session_select.param.watch(lambda e: e.new and self._open(e.new), "value")
+        self.session_select.param.watch(self._on_pick, "value")
         self.upload.param.watch(self._on_upload, "value")
         self.save_button.on_click(lambda _e: self._save())
+        self.overwrite_button.on_click(lambda _e: self._save(overwrite=True))
+        self.save_path.param.watch(lambda _e: self._unconfirm(), "value")
         self.kv_config.param.watch(lambda _e: self._show_kv(), "value")
         self.export_button.on_click(lambda _e: self._export())
+        self.replace_button.on_click(lambda _e: self._export(overwrite=True))
+        self.export_path.param.watch(lambda _e: self.replace_button.param.update(visible=False), "value")
         self.semantic_run.on_click(lambda _e: self._run_semantic())
         self.kv_run.on_click(lambda _e: self._run_prefill())
         self.revert_button.on_click(lambda _e: self._revert())
@@ -286,12 +305,13 @@ class WorkbenchApp:
         self.variables.param.watch(lambda *e: self._on_json("variables", e[-1].new, self.variables_alert),
                                    ["value_input", "value"])
 
-        files = pn.Row(self.save_button, self.revert_button, sizing_mode="stretch_width")
+        files = pn.Row(self.save_button, self.revert_button, self.overwrite_button, sizing_mode="stretch_width")
         extra = pn.Tabs(("Custom template", self.custom), ("Tools", pn.Column(self.tools_alert, self.tools)),
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
-                             pn.Row(self.export_path, self.export_button, sizing_mode="stretch_width"),
+                             pn.Row(self.export_path, self.export_button, self.replace_button,
+                                    sizing_mode="stretch_width"),
                              self.export_status,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              "#### Messages", self.editor, extra, width=520)
@@ -311,13 +331,7 @@ class WorkbenchApp:
     def _turns(self) -> list[int]:
         return list(range(1, self.state.doc.turn_count + 1))
 
-    def _sample_value(self) -> str | None:
-        path = self.state.doc.path
-        if path is None:
-            return None
-        return next((p for p in self.state.samples.values() if Path(p).resolve() == Path(path).resolve()), None)
-
-    def _file_status(self, note: str = "") -> None:
+    def _file_status(self, note: str = "", error: str = "") -> None:
         s = self.state
         parts = [f"<b>{html.escape(s.doc.name)}</b> · {s.doc.turn_count} turns · {s.doc.format}"]
         if s.restored_at is not None:
@@ -326,36 +340,72 @@ class WorkbenchApp:
             parts.append("edited (autosaved)" if self.controller.autosaved else "edited · autosaving…")
         if note:
             parts.append(html.escape(note))
+        if error:
+            parts.append(f'<span class="wb-file-error wb-diag-error">{html.escape(error)}</span>')
         shown = f'<div class="wb-file-status">{" · ".join(parts)}</div>'
         if self.file_status.object != shown:
             self.file_status.object = shown
 
     # events --------------------------------------------------------------------------------------
+    def _on_pick(self, event: Any) -> None:
+        if event.new is None or event.new == self._picked:
+            return      # our own update (after a save or an upload), or nothing picked
+        self._open(event.new)
+
+    def _show_picked(self) -> None:
+        """The picker's options and value as the folder and the open session are now, without opening."""
+        self._picked = self.files.key_of(self.state.doc.path)
+        self.session_select.param.update(options=self.files.options(), value=self._picked)
+
     def _open(self, target: str | SessionDocument) -> None:
         try:
             self.controller.open(target)
         except WorkbenchError as exc:
-            self.show_error(str(exc))
+            # Inline, beside the picker; the picker goes back to the session still open (a forged
+            # value from the browser is refused the same way, whatever it names).
+            self._show_picked()
+            self._file_status(error=f"not opened: {exc}")
             return
-        self.save_path.value = self.state.doc.path or str(Path.cwd() / self.state.doc.name)
+        self._show_picked()
+        self.save_path.value = self.files.default_save_name(self.state.doc)
+        self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status()
 
     def _on_upload(self, event: Any) -> None:
         if not event.new:
             return
+        # The browser names the upload: shown and proposed as a file name only once tamed (a name
+        # like "../../x.json" is never a path here; saving it goes through the sessions folder).
+        name = Path(str(self.upload.filename or "").replace("\\", "/")).name
+        name = "".join(c for c in name if c.isprintable())[:100] or "upload.json"
         try:
-            doc = SessionDocument.from_text(bytes(event.new).decode("utf-8"), self.upload.filename or "upload.json")
+            doc = SessionDocument.from_text(bytes(event.new).decode("utf-8"), name)
         except (WorkbenchError, UnicodeDecodeError) as exc:
-            self.show_error(f"cannot open {self.upload.filename}: {exc}")
+            self._file_status(error=f"cannot open {name}: {exc}")
             return
         self._open(doc)
 
-    def _save(self) -> None:
+    def _unconfirm(self) -> None:
+        if self.overwrite_button.visible:
+            self.overwrite_button.visible = False
+            self._file_status()
+
+    def _save(self, overwrite: bool = False) -> None:
+        name = self.save_path.value.strip()
+        # Overwrite confirms the name it was shown for, not whatever the box holds by the time it is clicked.
+        overwrite = overwrite and self.overwrite_button.visible and name == self._confirming[0]
+        self.overwrite_button.visible = False
         try:
-            target = self.controller.save(self.save_path.value.strip() or None)
-        except WorkbenchError as exc:
-            self._file_status(f"not saved: {exc}")
+            target = self.controller.save(name or None, overwrite=overwrite)     # empty: the proposed name
+        except OverwriteNeeded as exc:
+            self._confirming = (exc.name, self._confirming[1])
+            self.overwrite_button.visible = True     # the next click on it saves over that file
+            self._file_status(error=f"not saved yet: {exc}")
             return
+        except WorkbenchError as exc:
+            self._file_status(error=f"not saved: {exc}")
+            return
+        self._show_picked()
         self._file_status(f"saved to {target}")
 
     def _revert(self) -> None:
@@ -426,19 +476,27 @@ class WorkbenchApp:
 
         self.controller.run_semantic(done)
 
-    def _export_default(self) -> str:
-        from ..home import workbench_home
-        return str(workbench_home() / "exports" / Path(self.state.doc.name).stem)
-
-    def _export(self) -> None:
+    def _export(self, overwrite: bool = False) -> None:
+        name = self.export_path.value.strip()
+        overwrite = overwrite and self.replace_button.visible and name == self._confirming[1]
+        self.replace_button.visible = False
         self.export_button.disabled = True
-        self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
 
         def done(result: Any, error: str) -> None:
             self.export_button.disabled = False
             self.export_status.object = export_html(result, error)
 
-        self.controller.run_export(self.export_path.value, done)
+        try:
+            self.controller.run_export(name, done, overwrite=overwrite)
+        except WorkbenchError as exc:     # refused or to confirm: said at once, nothing written
+            self.export_button.disabled = False
+            if isinstance(exc, OverwriteNeeded):
+                self._confirming = (self._confirming[0], exc.name)
+                self.replace_button.visible = True
+            self.export_status.object = export_html(None, str(exc)).replace("export failed:", "not exported:")
+            return
+        if self.export_button.disabled:   # still running (a background export): say so meanwhile
+            self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
 
     def _show_kv(self, note: str = "") -> None:
         p = self.controller.last_panels
@@ -459,9 +517,9 @@ class WorkbenchApp:
         self.controller.run_prefill(done)
 
 
-def build_app(session_path: str | None = None) -> Any:
+def build_app(session_path: str | None = None, files: AppFiles | None = None) -> Any:
     """The app's Panel object (one per browser session: each has its own state)."""
-    return WorkbenchApp(session_path).layout
+    return WorkbenchApp(session_path, files=files).layout
 
 
 def free_port(host: str) -> int:
@@ -470,10 +528,18 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False) -> None:
-    """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first."""
+def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False, *,
+          sessions: str | None = None, export_dir: str | None = None) -> None:
+    """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first.
+    Its files: `sessions` (default WORKBENCH_HOME/sessions) and `export_dir` (default `exports/` in it),
+    made now if missing; what crashed saves left there (and in the autosave folder) is removed first."""
     if session is not None:
         load_session(session)   # a bad file fails now, with its one-line error, not in every page
+    files = AppFiles.create(sessions, export_dir, given=session)
+    files.prepare()             # a folder that cannot be made fails the command, not the first save
+    removed = files.sweep(Autosave().folder)
+    if removed:
+        print(f"removed {len(removed)} temporary file(s) left by an interrupted save", file=sys.stderr, flush=True)
     try:
         port = port or free_port(host)
         if host in ("0.0.0.0", "::"):   # every interface: pages may come from any address of this machine
@@ -481,7 +547,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
         else:
             origins = [f"{host}:{port}"] + ([f"localhost:{port}"] if host in ("127.0.0.1", "::1") else [])
         def page() -> Any:  # a plain function: Panel calls it once per browser session
-            return build_app(session)
+            return build_app(session, files)
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
                           show=False, start=False, title="Prompt Workbench", verbose=False)

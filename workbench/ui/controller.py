@@ -16,6 +16,11 @@ Timing, so that typing is never blocked and nothing is lost:
 - the autosave is written AUTOSAVE_MS after the last edit (atomically), so a reload restores it;
   `autosaved` says whether the latest edit is on disk yet, and the host is told when it is (the
   file status says "autosaved" only then: a page reloaded before that would lose the edit).
+
+Files: with `files` (an `AppFiles`, the Panel app), opening, saving and exporting go through it only:
+a session is opened by a picker key, saved and exported under a plain name in its folders, and a
+taken name raises `OverwriteNeeded` until the host confirms. Without it (the notebook, whose user
+has Python anyway), paths are used as given.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any, Callable, Protocol
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from .document import EditError, SessionDocument
+from .files import AppFiles
 from .state import Panels, WorkbenchState
 
 SUMMARY_MS = 400
@@ -56,9 +62,10 @@ class Host(Protocol):
 
 
 class Controller:
-    def __init__(self, state: WorkbenchState, host: Host, *, background: bool = True):
+    def __init__(self, state: WorkbenchState, host: Host, *, background: bool = True, files: AppFiles | None = None):
         self.state = state
         self.host = host
+        self.files = files                # the app's confined folders; None: paths as given (notebook)
         self.background = background      # False: panels computed inline (tests, no event loop)
         self._first_edit_at = 0.0         # for TRACE
         self._refresh_pending = False
@@ -119,18 +126,27 @@ class Controller:
         self.request_panels()
 
     def open(self, doc: SessionDocument | str) -> None:
-        """Another session: a file path or a document (an upload)."""
-        if isinstance(doc, str):
-            self.state.load(doc)
-        else:
+        """Another session: a document (an upload), or a picker key (with `files`; anything it did not
+        offer raises FileAccessError and changes nothing), or a file path (without)."""
+        if isinstance(doc, SessionDocument):
             self.state.open(doc)
+        elif self.files is not None:
+            self.state.load(self.files.path_of(doc))     # any other value: refused, whatever it is
+        else:
+            self.state.load(doc)
         self._settled()
         self.host.show_editor(True)
         self.refresh()
         self.request_panels()
 
-    def save(self, path: str | None = None) -> Path:
-        target = self.state.save(path or None)
+    def save(self, path: str | None = None, *, overwrite: bool = False) -> Path:
+        """Save the session: with `files`, as plain name `path` in the sessions folder (a taken name
+        raises OverwriteNeeded unless `overwrite`); without, to `path` or where it came from."""
+        if self.files is not None:
+            target = self.files.save(self.state, path if path is not None else self.files.default_save_name(
+                self.state.doc), overwrite=overwrite)
+        else:
+            target = self.state.save(path or None)
         self._settled()
         self.host.show_editor(False)
         return target
@@ -280,9 +296,16 @@ class Controller:
         seconds); `done(result, error)` runs on the UI thread."""
         self._in_background("prefill", lambda: self.state.prefill(model), done)
 
-    def run_export(self, out: str, done: Callable[[Any, str], None]) -> None:
-        """Write the export bundle for the current settings and verify it; `done((path, report), error)`."""
-        self._in_background("export", lambda: self.state.export(out), done)
+    def run_export(self, out: str, done: Callable[[Any, str], None], *, overwrite: bool = False) -> None:
+        """Write the export bundle for the current settings and verify it; `done((path, report), error)`.
+        With `files`, `out` is a plain name in the export folder, checked here at once (a refusal, or
+        OverwriteNeeded unless `overwrite`, is raised before any work starts) and again when written."""
+        if self.files is None:
+            self._in_background("export", lambda: self.state.export(out), done)
+            return
+        files = self.files
+        files.export_target(out, overwrite=overwrite)
+        self._in_background("export", lambda: files.export(self.state, out, overwrite=overwrite), done)
 
     def run_semantic(self, done: Callable[[Any, str], None]) -> None:
         """Replay the earlier turns into a semantic cache and look this turn up; `done((decision, cache), error)`."""

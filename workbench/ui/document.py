@@ -6,18 +6,27 @@ messages (its turns are the requests a client would send: SPEC 7.1); a log of re
 one request at a time. Every operation says which turns it changed (`Edit.first_turn`), so a
 host re-assembles only those.
 
-Saving is atomic (a temporary file in the same folder, flushed, then renamed over the target):
-a crash leaves the old file or the new one, never half of one. `Autosave` keeps the edits of each
-session under WORKBENCH_HOME so that a reloaded page finds them again.
+Saving is atomic and durable (a temporary file in the same folder, written and fsynced, renamed over
+the target, then the folder fsynced): a crash leaves the old file or the new one, never half of one,
+and a save that returned survives a power cut. The replaced file keeps its mode. A crash mid-save
+leaves the temporary file behind; its name says which machine, process and run wrote it, so that
+`sweep_temp_files` (run when the app starts) removes exactly the stale ones and nothing else.
+`Autosave` keeps the edits of each session under WORKBENCH_HOME so that a reloaded page finds them
+again.
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
 import os
-import tempfile
+import re
+import secrets
+import shutil
+import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,23 +52,154 @@ class Edit:
     structural: bool     # messages added, removed, moved or re-roled: turns may be renumbered
 
 
-def atomic_write(path: str | Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a torn one."""
+# Temporary files: ".{name}.{host}-{pid}-{run}-{random}.{kind}". The host is a digest of the machine's
+# name (a folder may be shared between machines), `run` is random per process (in a container the
+# app often gets the same pid at every start, so a pid alone cannot tell a dead writer from a live one).
+_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+_RUN = secrets.token_hex(4)
+_TEMP_RE = re.compile(r"\.(?P<stem>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]{1,10})-(?P<run>[0-9a-f]{8})-[0-9a-f]{8}"
+                      r"\.(?P<kind>wbtmp|wbexport)", re.S)
+STALE_AFTER_S = 3600.0    # no save or export takes an hour: older temporary files are left by a crash
+NEW_FILE_MODE = 0o600     # a new session file is private (sessions hold conversations); a replaced one keeps its mode
+TEMP_STEM_BYTES = 96      # the target's name in its temporary file's, cut so that the whole stays under 255 bytes
+
+
+def temp_name(name: str, kind: str = "wbtmp") -> str:
+    """A temporary name for `name` in the same folder (kind: "wbtmp" a file being saved, "wbexport" a
+    bundle being exported), in the pattern `sweep_temp_files` recognizes."""
+    stem = name.encode("utf-8", "surrogatepass")[:TEMP_STEM_BYTES].decode("utf-8", "ignore") or "file"
+    return f".{stem}.{_HOST}-{os.getpid()}-{_RUN}-{secrets.token_hex(4)}.{kind}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True     # someone else's process (or a pid we cannot ask about): assume it is alive
+    return True
+
+
+def is_stale_temp(name: str, mtime: float, now: float | None = None) -> bool:
+    """Whether `name` is one of our temporary files whose writer is gone: this machine's, from a
+    process no longer running or an earlier run of a reused pid; any machine's, once older than
+    STALE_AFTER_S. A name outside the pattern is never stale: it is not ours."""
+    m = _TEMP_RE.fullmatch(name)
+    if m is None:
+        return False
+    if (time.time() if now is None else now) - mtime > STALE_AFTER_S:
+        return True
+    if m["host"] != _HOST:
+        return False    # another machine's writer may be alive: only age tells
+    pid = int(m["pid"])
+    if pid == os.getpid():
+        return m["run"] != _RUN    # our pid, an earlier run's file (pid reused after a restart)
+    return not _pid_alive(pid)
+
+
+def sweep_temp_files(folder: str | Path) -> list[Path]:
+    """Remove the stale temporary files (and export folders) that a crashed save left in `folder`
+    (not below it); returns what was removed. Anything else, ours still in use included, stays."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed      # no folder yet: nothing to clean
+    for e in entries:
+        if not e.name.startswith("."):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+            if not is_stale_temp(e.name, st.st_mtime):
+                continue
+            kind = e.name.rsplit(".", 1)[-1]
+            if kind == "wbtmp" and stat.S_ISREG(st.st_mode):
+                os.unlink(e.path)
+            elif kind == "wbexport" and stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(e.path)
+            else:
+                continue    # the pattern, but not what we create (a link, a folder named like a file): leave it
+        except OSError:
+            continue        # gone meanwhile, or not ours to remove: the next start tries again
+        removed.append(Path(e.path))
+    return removed
+
+
+def _fsync_folder(dir_fd: int) -> None:
+    try:
+        os.fsync(dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise       # some filesystems cannot sync a folder: the rename is as durable as they allow
+
+
+def atomic_write(path: str | Path, text: str | bytes, *, make_folder: bool = True) -> None:
+    """Write `text` (str: as UTF-8) to `path` so that readers see the old file or the new one, never a torn one, and
+    the new one survives a crash once this returns. An existing file keeps its mode (and owner,
+    where allowed); a link or a folder at `path` is refused, never followed or replaced.
+    `make_folder`: create the folder (and its parents) if missing."""
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except OSError as exc:
-        raise SessionFileError(f"cannot write {p}: {exc.strerror}", hint="choose a folder you can write to") from None
+        if make_folder:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        dir_fd = os.open(p.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError) as exc:
+        raise SessionFileError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
+                               hint="choose a folder you can write to") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        _write_in(dir_fd, p, text)
+    finally:
+        os.close(dir_fd)
+
+
+def _write_in(dir_fd: int, p: Path, text: str | bytes) -> None:
+    name = p.name
+    try:
+        old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    except (OSError, ValueError) as exc:
+        raise SessionFileError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        raise SessionFileError(f"cannot write {p}: it is not a plain file (a folder or a link)",
+                               hint="choose another name")
+    tmp = temp_name(name)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, NEW_FILE_MODE,
+                     dir_fd=dir_fd)
+    except (OSError, ValueError) as exc:
+        raise SessionFileError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
+                               hint="choose a folder you can write to") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
             f.flush()
+            # The replaced file's mode, not the temporary file's 0600 or the umask's: a save must not
+            # change who may read the file.
+            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old is not None else NEW_FILE_MODE)
+            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass    # only root may give a file away: the new file is ours, as any save makes it
             os.fsync(f.fileno())
-        os.replace(tmp, p)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        if isinstance(exc, (OSError, ValueError)):   # ValueError: text that is not valid Unicode
+            raise SessionFileError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
+                                   hint="check the disk and permissions") from None
+        raise
+    # The rename is an entry in the folder: until the folder is on disk, a crash may bring the old file back.
+    try:
+        _fsync_folder(dir_fd)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise SessionFileError(f"cannot write {p}: {exc.strerror}", hint="check the disk and permissions") from None
+        raise SessionFileError(f"saved {p}, but the folder could not be synced: {exc.strerror}",
+                               hint="check the disk") from None
 
 
 def parse_json_field(text: str, where: str) -> Any:
@@ -290,15 +430,23 @@ class Autosave:
         self.folder = (home or workbench_home()) / "autosave"
 
     def _file(self, source: str) -> Path:
-        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
-        return self.folder / f"{Path(source).stem}-{digest}.json"
+        # `source` may be an upload's name, as the browser sent it: only its digest and a tame
+        # version of its stem make the file name (no separator, NUL or over-long name can get in).
+        digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        stem = re.sub(r"[^\w-]", "_", Path(source.replace("\\", "/")).stem)[:48] or "session"
+        return self.folder / f"{stem}-{digest}.json"
 
     def store(self, source: str, doc: SessionDocument | dict) -> Path:
         """Write the document (or a `snapshot()` of it: the write may run on another thread)."""
         f = self._file(source)
         data = doc.data if isinstance(doc, SessionDocument) else doc
-        atomic_write(f, json.dumps({"source": source, "saved_at": time.time(), "document": data},
-                                   ensure_ascii=False))
+        saved = {"source": source, "saved_at": time.time(), "document": data}
+        try:
+            raw = json.dumps(saved, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (an upload's name, a pasted string): not UTF-8, but JSON escapes it.
+            raw = json.dumps(saved).encode("ascii")
+        atomic_write(f, raw)
         return f
 
     def restore(self, source: str) -> tuple[SessionDocument, float] | None:
