@@ -138,3 +138,19 @@ class BundleError(WorkbenchError):
         self.file = file
         self.field = field
         super().__init__(message, hint=hint)
+
+
+class ServeRequestError(WorkbenchError):
+    """`workbench serve-engine` refuses a request: carries the HTTP status, the OpenAI error type,
+    the field at fault (`param`: "prompt[3]", "max_tokens", "Content-Length") and, for the
+    overload answers (503), how many seconds to wait before a retry."""
+
+    TYPES = {404: "not_found_error", 408: "timeout_error", 500: "server_error", 503: "overloaded_error"}
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None,
+                 retry_after: int | None = None, hint: str | None = None):
+        self.status = status
+        self.param = param
+        self.type = self.TYPES.get(status, "invalid_request_error")
+        self.retry_after = retry_after
+        super().__init__(f"{param}: {message}" if param else message, hint=hint)

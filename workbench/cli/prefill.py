@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..engine.server_limits import ServerLimits
 from ..errors import WorkbenchError
 from ..sessions import load_session
 from .output import print_json
@@ -43,14 +44,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--kv-cap-mb", type=float, default=2048.0)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000)
+    # Limits that hold untrusted clients (engine/server_limits.py; each bounds one way to stall the server)
+    s.add_argument("--workers", type=int, default=4, help="handler threads, a fixed pool (default 4)")
+    s.add_argument("--queue", type=int, default=32,
+                   help="complete requests that may wait for a worker; past it, 503 at once (default 32)")
+    s.add_argument("--max-connections", type=int, default=0,
+                   help="open connections, stalled ones included; past it, 503 (default 512, or under the "
+                        "file limit)")
+    s.add_argument("--max-body-mb", type=float, default=4.0, help="largest request body, in MiB (default 4)")
+    s.add_argument("--read-timeout", type=float, default=10.0,
+                   help="seconds to wait for the next header line or piece of body (default 10)")
+    s.add_argument("--request-deadline", type=float, default=30.0,
+                   help="seconds for a whole request to arrive (default 30)")
+    s.add_argument("--engine-wait", type=float, default=30.0,
+                   help="seconds a request may wait for its turn on the engine; then 503 (default 30)")
+    s.add_argument("--prefill-chunk", type=int, default=512,
+                   help="prompt tokens prefilled per turn on the engine: a long prompt lets others in "
+                        "between its chunks (default 512)")
+    s.add_argument("--max-prompt-tokens", type=int, default=0,
+                   help="longest prompt accepted, in tokens (default: the model's window)")
+    s.add_argument("--max-new-tokens", type=int, default=64, help="largest max_tokens accepted (default 64)")
     s.set_defaults(func=cmd_serve_engine)
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
     from ..engine.engine import Engine
 
-    if args.kv_cap_mb < 0:
-        raise WorkbenchError(f"--kv-cap-mb must be at least 0, got {args.kv_cap_mb}")
+    if not 0 <= args.kv_cap_mb < 2**20:  # also refuses nan and inf, which int() below cannot take
+        raise WorkbenchError(f"--kv-cap-mb must be from 0 to under 1 TiB, got {args.kv_cap_mb}")
     if args.top_k < 0:
         raise WorkbenchError(f"--top-k must be at least 0, got {args.top_k}")
     from ..engine.models import REAL_TEMPLATES, model_tokenizer
@@ -140,13 +161,16 @@ def cmd_serve_engine(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise WorkbenchError(f"--port must be between 0 and 65535, got {args.port}")
+    if not 0 <= args.kv_cap_mb < 2**20:
+        raise WorkbenchError(f"--kv-cap-mb must be from 0 to under 1 TiB, got {args.kv_cap_mb}")
+    limits = _server_limits(args)            # checked before the model loads: a typo fails at once
     name = args.tokenizer or model_tokenizer(args.model)
     if name is None:
         name = get_template(args.template or REAL_TEMPLATES.get(args.model) or "qwen2.5").tokenizer
     tok = get_tokenizer(name)
     engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
                          kv_cap_bytes=int(args.kv_cap_mb * 2**20))
-    server = EngineServer(engine, tok, host=args.host, port=args.port)
+    server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits)
     print(f"serving {engine.m.name} ({engine.m.label}) on {server.url}/v1", flush=True)
     try:
         server.serve_forever()
@@ -155,3 +179,13 @@ def cmd_serve_engine(args: argparse.Namespace) -> int:
     finally:
         server.stop()
     return 0
+
+
+def _server_limits(args: argparse.Namespace) -> ServerLimits:
+    if not 1 <= args.max_body_mb * 2**20 < 2**40:
+        raise WorkbenchError(f"--max-body-mb must be more than 0 and under 1 TiB, got {args.max_body_mb}")
+    return ServerLimits(workers=args.workers, queue=args.queue, max_connections=args.max_connections,
+                        max_body_bytes=int(args.max_body_mb * 2**20), read_timeout_s=args.read_timeout,
+                        request_deadline_s=args.request_deadline, engine_wait_s=args.engine_wait,
+                        prefill_chunk=args.prefill_chunk, max_prompt_tokens=args.max_prompt_tokens,
+                        max_new_tokens=args.max_new_tokens)
