@@ -3,17 +3,65 @@
 A conversation's turns are the requests a client would send: turn k is every
 message before the k-th assistant message, and the final request ends with the
 last message. A log lists its requests explicitly.
+
+Turns are built when asked for, not when the file loads: turn k of a conversation
+holds k messages, so building every turn up front costs memory quadratic in the
+length (a 100k-message file took about 20 GB). `SessionFile.turns` is a sequence
+that keeps only where each turn ends and makes a turn's request on access.
 """
 
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, overload
 
 from .errors import SessionFileError
 from .intake import detect_format
+from .intake.detect import FORMATS
+from .strict_json import JSONValueError, find_problem, loads, surrogate_problem
+
+
+class Turns(Sequence):
+    """A session's requests, each built on access (see the module doc). Indexing, slicing (a list),
+    len and iteration work as on the tuple this used to be; `map(fn)` gives the same turns with
+    `fn` applied to each request as it is built, still lazily."""
+
+    def __init__(self, count: int, build: Callable[[int], dict]):
+        self._count = count
+        self._build = build
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, k: int) -> dict: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[dict]: ...
+
+    def __getitem__(self, k: int | slice) -> dict | list[dict]:
+        if isinstance(k, slice):
+            return [self._build(i) for i in range(*k.indices(self._count))]
+        if not isinstance(k, int):
+            raise TypeError(f"turn indices must be integers or slices, not {type(k).__name__}")
+        if k < 0:
+            k += self._count
+        if not 0 <= k < self._count:
+            raise IndexError("turn index out of range")
+        return self._build(k)
+
+    def __iter__(self) -> Iterator[dict]:
+        return (self._build(i) for i in range(self._count))
+
+    def map(self, fn: Callable[[dict], dict]) -> "Turns":
+        build = self._build
+        return Turns(self._count, lambda i: fn(build(i)))
+
+    def __repr__(self) -> str:
+        return f"<{self._count} turns>"
 
 
 @dataclass(frozen=True)
@@ -22,7 +70,7 @@ class SessionFile:
     format: str
     title: str
     description: str
-    turns: tuple[dict, ...]       # each a request in the file's format
+    turns: Turns                  # each a request in the file's format, built on access
     raw: dict
 
     def turn(self, n: int | None) -> dict:
@@ -39,40 +87,91 @@ def _is_assistant(m: Any) -> bool:
     return isinstance(m, dict) and m.get("role") == "assistant"
 
 
-def conversation_turns(req: dict) -> list[dict]:
+def conversation_turns(req: dict) -> Turns:
+    """The requests a client sends over a conversation: one per assistant message, plus the last."""
     msgs = req.get("messages")
     if not isinstance(msgs, list):
-        return [req]
+        return Turns(1, lambda _: req)
     base = {k: v for k, v in req.items() if k not in ("messages", "title", "description")}
-    turns = []
-    for i, m in enumerate(msgs):
-        if _is_assistant(m) and i > 0:
-            turns.append({**base, "messages": msgs[:i]})
-    if not turns or len(turns[-1]["messages"]) != len(msgs):
-        turns.append({**base, "messages": msgs})
-    return turns
+    # Where each turn's messages end: a compact array, not a copy of the messages per turn.
+    ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_assistant(m)))
+    if not ends or ends[-1] != len(msgs):
+        ends.append(len(msgs))
+
+    def build(k: int) -> dict:
+        end = ends[k]
+        return {**base, "messages": msgs if end == len(msgs) else msgs[:end]}
+
+    return Turns(len(ends), build)
+
+
+def _log_turns(reqs: list, fmt: str) -> Turns:
+    return Turns(len(reqs), lambda k: reqs[k] if "format" in reqs[k] else {"format": fmt, **reqs[k]})
+
+
+def _text_field(data: dict, key: str, default: str) -> str:
+    v = data.get(key)
+    if v is None or v == "":
+        return default
+    if not isinstance(v, str):
+        raise SessionFileError(f"{key}: must be a string, got {type(v).__name__}", hint=f'write "{key}": "..."')
+    problem = surrogate_problem(v)
+    if problem:
+        raise SessionFileError(f"{key}: {problem}", hint="send UTF-8 text; pair or remove the surrogate")
+    return v
+
+
+def _check_options(data: dict) -> None:
+    """Fields the workbench reads from the file itself; a wrong type is an error, not ignored."""
+    cw = data.get("context_window")
+    if cw is not None and (type(cw) is not int or cw <= 0):
+        raise SessionFileError(f"context_window: must be a positive integer (tokens), got {cw!r}",
+                               hint='write the number of tokens, e.g. "context_window": 8192')
+    fmt = data.get("format")
+    if fmt is not None and fmt not in FORMATS:
+        raise SessionFileError(f"format: unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
 
 
 def parse_session(data: Any, path: str | None = None) -> SessionFile:
     if not isinstance(data, dict):
         raise SessionFileError(f"a session file holds a JSON object, got {type(data).__name__}")
-    title = str(data.get("title") or (Path(path).stem if path else "session"))
-    desc = str(data.get("description") or "")
+    # A value built in memory (not read by load_session) gets the same refusals as a file.
+    problem = find_problem(data)
+    if problem is not None:
+        raise SessionFileError(f"{_name(path)}{problem.path or 'the session'}: {problem.message}", hint=problem.hint)
+    return _parse(data, path)
+
+
+def _name(path: str | None) -> str:
+    return f"{Path(path).name}: " if path else ""
+
+
+def _parse(data: dict, path: str | None) -> SessionFile:
+    try:
+        return _shape(data, path)
+    except SessionFileError as exc:
+        if path is None:
+            raise
+        raise SessionFileError(_name(path) + exc.message, hint=exc.hint) from None
+
+
+def _shape(data: dict, path: str | None) -> SessionFile:
+    title = _text_field(data, "title", Path(path).stem if path else "session")
+    desc = _text_field(data, "description", "")
+    _check_options(data)
     if "requests" in data:
         reqs = data["requests"]
         if not isinstance(reqs, list) or not reqs:
             raise SessionFileError("'requests' must be a non-empty list of requests")
-        fmt = data.get("format") or detect_format(reqs[0])
-        turns = []
         for i, r in enumerate(reqs):
             if not isinstance(r, dict):
-                raise SessionFileError(f"requests[{i}] must be an object")
-            turns.append({"format": fmt, **r} if "format" not in r else r)
-        return SessionFile(path, fmt, title, desc, tuple(turns), data)
+                raise SessionFileError(f"requests[{i}] must be an object, got {type(r).__name__}")
+        fmt = data.get("format") or detect_format(reqs[0])
+        return SessionFile(path, fmt, title, desc, _log_turns(reqs, fmt), data)
     fmt = detect_format(data)
     req = {k: v for k, v in data.items() if k not in ("title", "description")}
     req["format"] = fmt
-    return SessionFile(path, fmt, title, desc, tuple(conversation_turns(req)), data)
+    return SessionFile(path, fmt, title, desc, conversation_turns(req), data)
 
 
 def load_session(path: str | Path) -> SessionFile:
@@ -87,8 +186,13 @@ def load_session(path: str | Path) -> SessionFile:
         raise SessionFileError(f"{p.name} is not UTF-8 (bad byte at offset {exc.start})",
                                hint="save the file as UTF-8") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
+    except JSONValueError as exc:
+        raise SessionFileError(f"{p.name}: {exc}", hint=exc.hint or None) from None
     except json.JSONDecodeError as exc:
         raise SessionFileError(f"{p.name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                                hint="fix the JSON syntax there") from None
-    return parse_session(data, str(p))
+    if not isinstance(data, dict):
+        raise SessionFileError(f"a session file holds a JSON object, got {type(data).__name__}",
+                               hint="a session is a request, a conversation or a log of requests")
+    return _parse(data, str(p))

@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
+from .. import strict_json
 from ..errors import WorkbenchError
 
 PARAMS_FILE = Path(__file__).with_name("provider_params.json")
@@ -189,7 +190,7 @@ _KINDS: dict[str, type[ProviderParams]] = {
 def _read_presets(path: Path) -> dict[str, dict]:
     label = str(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strict_json.loads(path.read_text(encoding="utf-8"))  # NaN, too deep...: a JSONDecodeError
     except OSError as e:
         raise ProviderParamsError(f"cannot read the file ({e.strerror or e})", source=label,
                                   hint="check the path of the provider params file") from None

@@ -21,7 +21,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
-    turns = analyze(asm, [prepare(t) for t in session.turns])
+    turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory
     if args.json:
         print_json({"turns": [t.to_json() for t in turns]})
         return 0

@@ -43,7 +43,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     files = [load_session(p) for p in args.session]
     asm, prepare = build_assembler(files[0], args, cache=None)
-    sessions = [(Path(p).name, [prepare(t) for t in f.turns]) for p, f in zip(args.session, files)]
+    sessions = [(Path(p).name, f.turns.map(prepare)) for p, f in zip(args.session, files)]   # turns built on use
     from ..semantic.cache import Thresholds, settings
     from .semantic import parse_thresholds
     if args.semantic_window < 0:

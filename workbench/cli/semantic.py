@@ -43,6 +43,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.window < 0:
         raise WorkbenchError(f"--window must be at least 0, got {args.window}")
+    if not 0 <= args.min_precision <= 1:  # also refuses nan
+        raise WorkbenchError(f"--min-precision must be between 0 and 1, got {args.min_precision}")
     th = parse_thresholds(args.thresholds)
     cases = load_dataset(args.dataset)
     out = evaluate(make_cache(args.embedder, args.window), cases, th, args.min_precision)

@@ -9,13 +9,13 @@ Llama-3-8B holds 128 KiB per token in bf16, not 512 KiB.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .. import strict_json
 from ..errors import EngineError
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float8": 1, "fp8": 1}
@@ -70,9 +70,12 @@ def kv_config(name: str | KVConfig) -> KVConfig:
         raise EngineError(f"unknown KV config {name!r}: not a named config and no such config.json",
                           hint=f"use one of {', '.join(KV_CONFIGS)}, or a model folder / config.json")
     try:
-        return config_from_dict(json.loads(path.read_text(encoding="utf-8")), name=path.parent.name or str(path))
+        cfg = strict_json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise EngineError(f"{path}: cannot read the model config: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise EngineError(f"{path}: a model config is a JSON object, got {type(cfg).__name__}")
+    return config_from_dict(cfg, name=path.parent.name or str(path))
 
 
 def config_from_dict(cfg: dict[str, Any], name: str = "config") -> KVConfig:

@@ -15,7 +15,8 @@ from typing import Any
 from ..conversation import Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
-from .limits import IntakeLimits, check_text, check_total
+from .limits import MESSAGE_DEPTH, IntakeLimits, check_json, check_request_fields, check_text, check_total
+from .openai import check_open_call
 from .params import parse_params, parse_request_variables, parse_template_flag
 
 
@@ -73,8 +74,11 @@ def parse_tools(tools: Any, limits: IntakeLimits, diags: list[Diagnostic]) -> tu
         raise RequestError("tools must be a list", field="tools")
     out = []
     for j, t in enumerate(tools):
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+        if not isinstance(t, dict):
             raise RequestError("a tool needs a 'name' and an 'input_schema'", field=f"tools[{j}]")
+        if not isinstance(t.get("name"), str) or not t["name"]:
+            raise RequestError("a tool's name must be a non-empty string", field=f"tools[{j}].name",
+                               hint="name the tool the model may call")
         if "input_schema" not in t:
             diags.append(warning("server_tool_skipped", f"tool {t['name']!r} has no input_schema (server tool)"))
             continue
@@ -97,7 +101,12 @@ def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[C
         raise RequestError("'messages' must be a list of message objects", field="messages")
     if len(msgs) > limits.max_messages:
         raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
+    if not msgs:
+        raise RequestError("no messages: a request needs at least one", field="messages",
+                           hint="add the user's message")
+    check_request_fields(req, limits)
     out: list[Message] = []
+    open_calls: dict[str, tuple[int, int]] = {}   # tool_use id -> where the call waiting for its result is
     seq = 0
     system, sys_cached = _system(req.get("system"), limits)
     if system is not None:
@@ -108,6 +117,7 @@ def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[C
     for i, m in enumerate(msgs):
         if not isinstance(m, dict):
             raise RequestError(f"a message must be an object, got {type(m).__name__}", index=i)
+        check_json(m, field=None, index=i, limits=limits, depth=MESSAGE_DEPTH)
         role = m.get("role")
         if role not in ("user", "assistant"):
             hint = "put the system prompt in the top-level 'system' field" if role == "system" else \
@@ -127,22 +137,28 @@ def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[C
             elif kind == "tool_use":
                 if role != "assistant":
                     raise RequestError("tool_use blocks belong in assistant messages", field=where, index=i)
-                if not isinstance(b.get("id"), str) or not isinstance(b.get("name"), str):
-                    raise RequestError("tool_use needs string 'id' and 'name'", field=where, index=i)
+                for key in ("id", "name"):
+                    if not isinstance(b.get(key), str) or not b[key]:
+                        raise RequestError(f"tool_use needs a non-empty string {key!r}", field=f"{where}.{key}",
+                                           index=i, hint="copy the id and the tool name the model produced")
                 inp = b.get("input", {})
                 if not isinstance(inp, dict):
                     raise RequestError("tool_use input must be an object", field=f"{where}.input", index=i)
+                # The message was checked: plain JSON, so dumps cannot fail.
                 calls.append(ToolCall(id=b["id"], name=b["name"], arguments=json.dumps(inp, ensure_ascii=False)))
+                check_open_call(calls[-1], open_calls, index=i, j=j, field="content")
             elif kind == "tool_result":
                 if role != "user":
                     raise RequestError("tool_result blocks belong in user messages", field=where, index=i)
-                if not isinstance(b.get("tool_use_id"), str):
-                    raise RequestError("tool_result needs a 'tool_use_id' string", field=where, index=i,
+                if not isinstance(b.get("tool_use_id"), str) or not b["tool_use_id"]:
+                    raise RequestError("tool_result needs a non-empty 'tool_use_id' string",
+                                       field=f"{where}.tool_use_id", index=i,
                                        hint="copy the id of the tool_use block it answers")
                 text = _result_text(b.get("content"), index=i, field=f"{where}.content", limits=limits,
                                     diags=diags)
                 if b.get("is_error"):
                     diags.append(info("tool_error_result", "tool_result marked is_error", seq))
+                open_calls.pop(b["tool_use_id"], None)
                 results.append(Message(role="tool", content=text, sequence=0, tool_call_id=b["tool_use_id"],
                                        cache_control=isinstance(b.get("cache_control"), dict)))
             elif kind in ("thinking", "redacted_thinking"):

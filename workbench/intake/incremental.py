@@ -17,6 +17,7 @@ from ..diagnostics import Diagnostic
 from .detect import detect_format, normalize
 from ..errors import RequestError
 from .limits import IntakeLimits, check_total
+from .openai import parse_openai
 
 
 @dataclass(frozen=True)
@@ -47,18 +48,27 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
     if k == 0:
         conv, diags = normalize(request, limits)
         return conv, diags, IntakeState(raw, rest, conv, tuple(diags))
-    # Parse the new tail on its own (same checks), then number it after the reused head. An error
-    # there is raised again by a full parse, so it names the right message index.
-    try:
-        tail_conv, tail_diags = normalize({**rest, "messages": raw[k:]}, limits)
-    except RequestError:
-        conv, diags = normalize(request, limits)
-        raise AssertionError("a tail that fails alone must fail in the whole request") from None
+    # Parse the new tail's messages on their own (same checks), then number them after the reused
+    # head. The rest of the request equals the previous one's, checked and parsed then: its tools,
+    # parameters and variables are taken from there (parsing them again cost more than the messages).
+    # An error in the tail is raised again by a full parse, so it names the right message index.
+    tail_diags: list[Diagnostic] = []
+    tail: tuple[Message, ...] = ()
+    if k < len(raw):  # else messages were only removed from the end: nothing new to parse
+        try:
+            tail_conv, tail_diags = parse_openai({"messages": raw[k:]}, limits)
+        except RequestError:
+            conv, diags = normalize(request, limits)
+            raise AssertionError("a tail that fails alone must fail in the whole request") from None
+        tail = tail_conv.messages
     if len(raw) > limits.max_messages:
         conv, diags = normalize(request, limits)  # raises, naming the limit
     head = prev.conversation.messages[:k]
-    tail = tuple(m if m.sequence + k == m.sequence else replace(m, sequence=m.sequence + k)
-                 for m in tail_conv.messages)
+    if _repeats_a_call_id(head, tail):
+        # Whether the tail's call may reuse the id depends on the head's results: the full parse decides.
+        conv, diags = normalize(request, limits)
+        return conv, diags, IntakeState(raw, rest, conv, tuple(diags))
+    tail = tuple(m if m.sequence + k == m.sequence else replace(m, sequence=m.sequence + k) for m in tail)
     messages: tuple[Message, ...] = head + tail
     chars = _total(prev, k, tail)
     if chars > limits.max_request_bytes:
@@ -66,8 +76,15 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
     diags = [d for d in prev.diagnostics if d.seq is None or d.seq < k]
     diags += [replace(d, seq=d.seq + k) if d.seq is not None else d for d in tail_diags
               if not (d.seq is None and d in diags)]
-    conv = replace(tail_conv, messages=messages)
+    conv = replace(prev.conversation, messages=messages)
     return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars, k)
+
+
+def _repeats_a_call_id(head: Sequence[Message], tail: Sequence[Message]) -> bool:
+    """A tail call whose id an earlier call has (the tail alone cannot see whether that one was
+    answered). Looks at the head only when the tail makes calls: typing a user message costs nothing."""
+    new = {c.id for m in tail for c in m.tool_calls}
+    return bool(new) and any(c.id in new for m in head if m.tool_calls for c in m.tool_calls)
 
 
 def _total(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> int:

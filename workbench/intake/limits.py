@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, fields
+from typing import Any
 
-from ..errors import RequestError
+from ..errors import RequestError, WorkbenchError
+from ..strict_json import MAX_DEPTH, MAX_INT_DIGITS, JSONValueError, find_problem, loads, surrogate_problem
+
+# Where a request's values sit, counting the request object as level 1 (see IntakeLimits.max_depth).
+MESSAGE_DEPTH = 3                 # request -> messages -> message
+ARGUMENTS_DEPTH = MESSAGE_DEPTH + 4   # ... -> tool_calls -> call -> function -> arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,6 +19,21 @@ class IntakeLimits:
     max_messages: int = 100_000
     max_message_bytes: int = 8 * 1024 * 1024   # one message's text
     max_request_bytes: int = 64 * 1024 * 1024  # all text of one request
+    # Containers inside containers, the request object being level 1 (tool arguments sent as a JSON
+    # string count from where they sit). Python's own parsers and printers recurse: past about a
+    # thousand levels they raise RecursionError, and deep copies and comparisons do too.
+    max_depth: int = MAX_DEPTH
+    # Digits of any integer in the request; Python cannot even print one past 4,300.
+    max_int_digits: int = MAX_INT_DIGITS
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if type(v) is not int or v < 1:
+                raise WorkbenchError(f"IntakeLimits.{f.name} must be a positive int, got {v!r}")
+        if self.max_depth < ARGUMENTS_DEPTH + 1:
+            raise WorkbenchError(f"IntakeLimits.max_depth must be at least {ARGUMENTS_DEPTH + 1}, got "
+                                 f"{self.max_depth}", hint="a request with tool arguments is that deep")
 
 
 def check_text(value: object, *, field: str, index: int | None, limits: IntakeLimits,
@@ -38,6 +60,41 @@ def _utf8_size(value: str, field: str, index: int | None) -> int:
         raise RequestError(
             f"text is not valid Unicode (lone surrogate {value[exc.start]!r} at character {exc.start})",
             field=field, index=index, hint="send UTF-8 text; pair or remove the surrogate") from None
+
+
+def check_json(value: Any, *, field: str | None, index: int | None, limits: IntakeLimits, depth: int) -> None:
+    """Refuse what plain JSON cannot carry (see workbench.strict_json): too deep, a lone surrogate,
+    NaN or Infinity, an integer past the limit, a non-string key, a non-JSON type. `depth`: the
+    level `value` sits at. The error names the exact path below `field`."""
+    problem = find_problem(value, max_depth=limits.max_depth, max_int_digits=limits.max_int_digits, depth=depth)
+    if problem is not None:
+        raise RequestError(problem.message, field=problem.at(field or "") or None, index=index, hint=problem.hint)
+
+
+def check_request_fields(req: dict, limits: IntakeLimits) -> None:
+    """Every top-level field but the messages (parsed one by one, where the path names the message)."""
+    for key, value in req.items():
+        if type(key) is not str:
+            raise RequestError(f"a request's keys must be strings, got {type(key).__name__} {key!r}",
+                               hint="use string keys")
+        if key != "messages":
+            problem = None if key.isascii() else surrogate_problem(key)
+            if problem:
+                raise RequestError(f"a key's {problem}", field=ascii(key),
+                                   hint="send UTF-8 text; pair or remove the surrogate")
+            check_json(value, field=key, index=None, limits=limits, depth=2)
+
+
+def parse_json_text(text: str, *, field: str, index: int | None, limits: IntakeLimits, depth: int) -> Any:
+    """A field that holds JSON as a string (tool arguments): parsed with the same refusals."""
+    try:
+        return loads(text, max_depth=limits.max_depth, max_int_digits=limits.max_int_digits, depth=depth)
+    except JSONValueError as exc:
+        where = f"at character {exc.pos}: " if exc.located else f"at {exc.path}: " if exc.path else ""
+        raise RequestError(f"{where}{exc.msg}", field=field, index=index, hint=exc.hint or None) from None
+    except json.JSONDecodeError as exc:
+        raise RequestError(f"not valid JSON ({exc.msg} at character {exc.pos})", field=field, index=index,
+                           hint="send the arguments as a JSON object encoded as a string") from None
 
 
 def check_total(messages, limits: IntakeLimits) -> None:

@@ -8,11 +8,13 @@ from typing import Any
 from ..conversation import ROLES, Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
-from .limits import IntakeLimits, check_text, check_total
+from .limits import (ARGUMENTS_DEPTH, MESSAGE_DEPTH, IntakeLimits, check_json, check_request_fields, check_text,
+                     check_total, parse_json_text)
 from .params import parse_params, parse_request_variables, parse_template_flag
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 _PLAIN_ROLES = frozenset(("user", "assistant", "system"))
+_JSON_TYPE = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 _KNOWN_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name", "refusal", "audio",
                "function_call", "cache_control", "template", *_REASONING_KEYS}
 
@@ -53,23 +55,40 @@ def parse_tool_call(tc: Any, *, index: int, j: int, limits: IntakeLimits) -> Too
                            hint='use {"id": ..., "type": "function", "function": {"name": ..., "arguments": "{...}"}}')
     name = fn.get("name")
     if not isinstance(name, str) or not name:
-        raise RequestError("function name must be a non-empty string", field=f"{where}.function.name", index=index)
+        raise RequestError("function name must be a non-empty string", field=f"{where}.function.name", index=index,
+                           hint="name the tool the call is for")
     args = fn.get("arguments", "{}")
     if isinstance(args, dict):
-        args = json.dumps(args, ensure_ascii=False)
+        args = json.dumps(args, ensure_ascii=False)  # the message was checked: plain JSON, dumps cannot fail
     args = check_text(args, field=f"{where}.function.arguments", index=index, limits=limits)
-    try:
-        json.loads(args)
-    except json.JSONDecodeError as exc:
-        raise RequestError(f"arguments are not valid JSON ({exc.msg} at character {exc.pos})",
+    parsed = parse_json_text(args, field=f"{where}.function.arguments", index=index, limits=limits,
+                             depth=ARGUMENTS_DEPTH)
+    if not isinstance(parsed, dict):
+        # Templates read the arguments as a mapping (transformers passes them as a dict), and a
+        # function's parameters are always an object.
+        raise RequestError(f"arguments must encode a JSON object, got a JSON {_JSON_TYPE[type(parsed)]}",
                            field=f"{where}.function.arguments", index=index,
-                           hint="send the arguments as a JSON object encoded as a string") from None
+                           hint='send the arguments as an object encoded as a string, e.g. "{}"')
     call_id = tc.get("id")
     if call_id is None:
         call_id = f"call_{index}_{j}"
-    if not isinstance(call_id, str):
-        raise RequestError("tool call id must be a string", field=f"{where}.id", index=index)
+    if not isinstance(call_id, str) or not call_id:
+        raise RequestError("tool call id must be a non-empty string", field=f"{where}.id", index=index,
+                           hint="give each tool call its own id, or leave the id out")
     return ToolCall(id=call_id, name=name, arguments=args)
+
+
+def check_open_call(call: ToolCall, open_calls: dict[str, tuple[int, int]], *, index: int, j: int,
+                    field: str) -> None:
+    """A tool result answers the call with its id that still waits for one: two such calls with one
+    id (parallel calls, or a call repeated before its result) would make that pairing a guess. An
+    id may come back once its call was answered: real logs do that (clients that number calls per
+    turn), and the pairing stays exact."""
+    first = open_calls.setdefault(call.id, (index, j))
+    if first != (index, j):
+        raise RequestError(f"tool call id {call.id!r} is already used by messages[{first[0]}].{field}[{first[1]}], "
+                           "which has no result yet", field=f"{field}[{j}].id", index=index,
+                           hint="give every tool call its own id")
 
 
 def parse_tools(tools: Any, limits: IntakeLimits) -> tuple[str, ...]:
@@ -83,9 +102,12 @@ def parse_tools(tools: Any, limits: IntakeLimits) -> tuple[str, ...]:
         if not isinstance(tool, dict):
             raise RequestError("a tool must be an object", field=where)
         fn = tool.get("function") if tool.get("type", "function") == "function" else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        if not isinstance(fn, dict):
             raise RequestError("expected {'type': 'function', 'function': {'name': ..., 'parameters': {...}}}",
                                field=where)
+        if not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise RequestError("a tool's name must be a non-empty string", field=f"{where}.function.name",
+                               hint="name the function the model may call")
         params = fn.get("parameters")
         if params is not None and not isinstance(params, dict):
             raise RequestError("parameters must be a JSON schema object", field=f"{where}.function.parameters")
@@ -102,17 +124,26 @@ def parse_openai(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conv
         raise RequestError("'messages' must be a list of message objects", field="messages")
     if len(msgs) > limits.max_messages:
         raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
+    if not msgs:
+        raise RequestError("no messages: a request needs at least one", field="messages",
+                           hint="add the user's message")
+    check_request_fields(req, limits)
     out: list[Message] = []
     cap = limits.max_message_bytes
+    open_calls: dict[str, tuple[int, int]] = {}   # call id -> where the call waiting for its result is
     for i, m in enumerate(msgs):
-        # Fast path for the common shape {"role": ..., "content": "..."}: same checks, fewer calls.
+        # Fast path for the common shape {"role": ..., "content": "..."}: same checks, fewer calls. Its
+        # only strings are a known role and the content, which check_text checks (surrogates, size).
         if type(m) is dict and len(m) == 2:
             role, content = m.get("role"), m.get("content")
-            if type(content) is str and role in _PLAIN_ROLES and content.isascii() and len(content) <= cap:
+            if type(content) is str and type(role) is str and role in _PLAIN_ROLES:
+                if not (content.isascii() and len(content) <= cap):
+                    check_text(content, field="content", index=i, limits=limits)
                 out.append(Message(role, content, i))
                 continue
         if not isinstance(m, dict):
             raise RequestError(f"a message must be an object, got {type(m).__name__}", index=i)
+        check_json(m, field=None, index=i, limits=limits, depth=MESSAGE_DEPTH)
         role = m.get("role")
         if role == "developer":
             diags.append(info("developer_as_system", "role 'developer' is treated as 'system'", i))
@@ -135,6 +166,8 @@ def parse_openai(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conv
                 raise RequestError("tool_calls must be a list", field="tool_calls", index=i)
             tool_calls = tuple(parse_tool_call(tc, index=i, j=j, limits=limits)
                                for j, tc in enumerate(m["tool_calls"]))
+            for j, call in enumerate(tool_calls):
+                check_open_call(call, open_calls, index=i, j=j, field="tool_calls")
         tool_call_id = None
         if role == "tool":
             tool_call_id = m.get("tool_call_id")
@@ -143,6 +176,7 @@ def parse_openai(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conv
                                    hint="copy the id of the assistant's tool call it answers")
             if content is None:
                 raise RequestError("a tool message needs content", field="content", index=i)
+            open_calls.pop(tool_call_id, None)
         name = check_text(m.get("name"), field="name", index=i, limits=limits, allow_none=True)
         reasoning = None
         for key in _REASONING_KEYS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from ..conversation import ModelParams, canonical_json
 from ..errors import RequestError
@@ -16,13 +17,35 @@ def _number(req: dict, key: str, kind: type) -> float | int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-        raise RequestError(f"must be a {kind.__name__}, got {v!r}", field=key)
+        raise RequestError(f"must be {'an integer' if kind is int else 'a number'}, got {v!r}", field=key)
+    if not math.isfinite(v):
+        raise RequestError(f"must be a finite number, got {v!r}", field=key)
     if v < 0:
         raise RequestError(f"must not be negative, got {v!r}", field=key)
     return v
 
 
+def check_options(req: dict) -> None:
+    """Request fields the workbench reads itself (not model parameters) must have their type:
+    a wrong one would otherwise be ignored, and the request rendered as if it were absent."""
+    cw = req.get("context_window")
+    if cw is not None and (type(cw) is not int or cw <= 0):
+        raise RequestError(f"must be a positive integer (tokens), got {cw!r}", field="context_window",
+                           hint='write the number of tokens, e.g. "context_window": 8192')
+    stream = req.get("stream")
+    if stream is not None and type(stream) is not bool:
+        raise RequestError(f"must be true or false, got {stream!r}", field="stream")
+    choice = req.get("tool_choice")
+    if choice is not None and not isinstance(choice, (str, dict)):
+        raise RequestError(f"must be a string or an object, got {type(choice).__name__}", field="tool_choice",
+                           hint='use "auto", "none", "required" or {"type": "function", ...}')
+    for key in ("title", "description"):
+        if req.get(key) is not None and not isinstance(req[key], str):
+            raise RequestError(f"must be a string, got {type(req[key]).__name__}", field=key)
+
+
 def parse_params(req: dict, fmt: str) -> ModelParams:
+    check_options(req)
     model = req.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError("must be a string", field="model")
@@ -34,6 +57,9 @@ def parse_params(req: dict, fmt: str) -> ModelParams:
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
         raise RequestError("must be a string or a list of strings", field=stop_key)
     rf = req.get("response_format")
+    if rf is not None and not isinstance(rf, dict):
+        raise RequestError(f"must be an object, got {type(rf).__name__}", field="response_format",
+                           hint='use {"type": "json_object"} or {"type": "json_schema", ...}')
     known = _MESSAGE_KEYS | {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                              stop_key, "response_format"}
     extra = tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in req.items() if k not in known))

@@ -15,7 +15,6 @@ keeps precision at or above `min_precision`. When none does, the report says so.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -24,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import strict_json
 from ..errors import WorkbenchError
 from .cache import Judgement, SemanticCache, Thresholds, decide, judge
 from .embedders import Embedder
@@ -74,7 +74,7 @@ def load_dataset(path: str | Path | None = None) -> list[Case]:
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
+            d = strict_json.loads(line)  # NaN, too deep...: a ValueError, named with its line
             ctx, cached = tuple(d["context"]), tuple(d["cached_context"])
             if not ctx or not cached or ctx[-1].get("role") != "user" or cached[-1].get("role") != "user":
                 raise ValueError("context and cached_context must end with a user message")

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .. import strict_json
 from ..errors import TemplateError, TemplateNotFoundError
 from .render import compile_checked
 
@@ -105,9 +106,12 @@ def from_hf_folder(path: Path) -> ChatTemplate:
     cfg: dict = {}
     if cfg_path.exists():
         try:
-            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+            cfg = strict_json.loads(cfg_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TemplateError(f"{cfg_path.name} is not valid JSON ({exc})", template=str(path)) from None
+        if not isinstance(cfg, dict):
+            raise TemplateError(f"{cfg_path.name} must hold a JSON object, got {type(cfg).__name__}",
+                                template=str(path))
     source = None
     jinja = path / "chat_template.jinja"
     if jinja.exists():

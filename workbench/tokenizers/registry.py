@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from .._optional import require
-from ..errors import TokenizerError, TokenizerNotFoundError
+from ..errors import TokenizerError, TokenizerNotFoundError, WorkbenchError
 from .base import Tokenizer, file_sha256
 from .packs import checked_tiktoken_file, module_file, package_file
 
@@ -186,6 +186,17 @@ def _load_named(name: str) -> Tokenizer:
 
 @lru_cache(maxsize=16)
 def _load_hf(ref: str) -> Tokenizer:
+    try:
+        return _read_hf(ref)
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a corrupt file fails in json, in tokenizers' Rust or in our reading
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise TokenizerError(f"hf:{ref}: not a tokenizer this workbench can read ({type(exc).__name__}: {first})",
+                             hint="point hf: at a Hugging Face model folder with a valid tokenizer.json") from None
+
+
+def _read_hf(ref: str) -> Tokenizer:
     from .hf_backend import HFTokenizer
     p = Path(ref).expanduser()
     if p.is_dir():

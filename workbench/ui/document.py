@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import strict_json
 from ..errors import SessionFileError, WorkbenchError
 from ..home import workbench_home
 from ..intake import detect_format
@@ -205,7 +206,9 @@ def _write_in(dir_fd: int, p: Path, text: str | bytes) -> None:
 def parse_json_field(text: str, where: str) -> Any:
     """JSON typed into an editor box, or an EditError naming the box, line and column."""
     try:
-        return json.loads(text)
+        return strict_json.loads(text)   # NaN, 10,000 levels, a 5,000-digit integer: an error, not a crash
+    except strict_json.JSONValueError as exc:
+        raise EditError(f"{where}: {exc}", hint=exc.hint or "fix the JSON there") from None
     except json.JSONDecodeError as exc:
         raise EditError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                         hint="fix the JSON there") from None
