@@ -34,6 +34,7 @@ from jinja2.visitor import NodeTransformer
 from .conversation import Message
 from .diagnostics import Diagnostic, info, warning
 from .errors import VariableError, WorkbenchError
+from .templates.bounds import WIDE_METHODS, Bounds, TemplateBoundError, binop, bounded, check_method
 from .templates.sandbox import environment as chat_environment
 
 BUILTINS = ("now", "today", "request_id", "strftime_now")
@@ -150,6 +151,7 @@ class Binding:
 # (4) time: max_seconds for the whole expansion, checked at every step and charge.
 
 WORK_FACTOR = 10
+MAX_TEMPLATE_TAGS = 2_000  # per prompt template: ~0.4 s to compile (a request can carry megabytes of them)
 _WIDTH = re.compile(r"\d{4,}")           # a width or precision in a format string
 _NESTED = re.compile(r"\*|\{[^{}]*\{")   # `%*d` or `{:{}}`: the width comes from the arguments
 
@@ -301,8 +303,12 @@ class _PromptSandbox(ImmutableSandboxedEnvironment):
         guard = _guard()
         guard.step()
         method = getattr(obj, "__wrapped__", obj)  # the sandbox wraps str.format in a function
-        if isinstance(getattr(method, "__self__", None), str):  # "x".center(10**9), "{:>9999999}".format()
-            guard.precheck(getattr(method, "__name__", "method"), method.__self__, args, kwargs)
+        owner = getattr(method, "__self__", None)
+        if isinstance(owner, str):  # "x".center(10**9), "{:>9999999}".format()
+            guard.precheck(getattr(method, "__name__", "method"), owner, args, kwargs)
+        elif isinstance(owner, (bytes, int)) and not isinstance(owner, bool) \
+                and getattr(method, "__name__", None) in WIDE_METHODS:  # (1).to_bytes(10**9), b"x".center()
+            check_method(owner, method.__name__, args, kwargs)
         return guard.charge(super().call(context, obj, *args, **kwargs))
 
     def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def]
@@ -311,12 +317,11 @@ class _PromptSandbox(ImmutableSandboxedEnvironment):
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                     guard.check(guard.weight(seq) * n, "a repeated string or list")
-        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 \
-                and right > 10_000:
-            raise _Limit("an exponent above 10000 is refused")
         elif operator == "%" and isinstance(left, str):
             guard.precheck("%", left, tuple(right.values()) if isinstance(right, Mapping) else
                            right if isinstance(right, tuple) else (right,), {})
+        if operator in ("*", "**", "%"):  # the chat sandbox's bounds too: integers by their bits
+            return guard.charge(binop(operator, left, right))
         return guard.charge(super().call_binop(context, operator, left, right))
 
     def unsafe_undefined(self, obj, attribute):  # type: ignore[no-untyped-def]
@@ -490,11 +495,22 @@ class _Expander:
         """Render one template (the message, or a derived definition when `chain` is non-empty)."""
         variable = chain[-1] if chain else None
         what = f"the definition of {variable!r}" if variable else "the prompt template"
+        tags = source.count("{{") + source.count("{%") + source.count("{#")
+        if tags > MAX_TEMPLATE_TAGS:  # compiling costs ~0.2 ms a tag, before any limit can run
+            raise VariableLimitError(f"{what} has {tags:,} tags ({{{{ }}}}, {{% %}}, {{# #}}), more than "
+                                     f"{MAX_TEMPLATE_TAGS:,}", variable=variable, seq=self.seq,
+                                     hint="a prompt template needs a few variables; pass long text as plain text")
         try:
             compiled = _compile(source)
         except jinja2.TemplateSyntaxError as e:
             raise VariableError(f"syntax error in {what} on line {e.lineno}: {e.message}",
                                 variable=variable, seq=self.seq) from None
+        except RecursionError:
+            raise VariableError(f"{what} nests expressions or blocks too deeply to compile", variable=variable,
+                                seq=self.seq) from None
+        except (jinja2.TemplateError, SyntaxError, ValueError, OverflowError, MemoryError) as e:
+            raise VariableError(f"{what} cannot be compiled: {type(e).__name__}: {e}", variable=variable,
+                                seq=self.seq) from None
         ctx, volatile = {}, False
         for name in compiled.names:
             res = self.lookup(name, chain)
@@ -520,13 +536,14 @@ class _Expander:
                                   WORK_FACTOR * cfg.max_output_chars, self.deadline))
         try:
             out, size = [], 0
-            for chunk in compiled.template.generate(ctx):
-                size += len(chunk)
-                if size > cfg.max_output_chars:
-                    raise _Limit(f"output exceeds {cfg.max_output_chars} characters")
-                out.append(chunk)
+            with bounded(Bounds(cfg.max_output_chars)):  # the chat sandbox's filters, under this cap
+                for chunk in compiled.template.generate(ctx):
+                    size += len(chunk)
+                    if size > cfg.max_output_chars:
+                        raise _Limit(f"output exceeds {cfg.max_output_chars} characters")
+                    out.append(chunk)
             return "".join(out)
-        except _Limit as e:
+        except (_Limit, TemplateBoundError) as e:
             raise VariableLimitError(f"{what}: {e}", variable=variable, seq=self.seq) from None
         except jinja2.exceptions.SecurityError as e:
             raise VariableError(f"{what} was stopped by the sandbox{_template_line(e)}: {e}",

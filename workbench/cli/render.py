@@ -11,10 +11,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, TextIO
 
+from .. import strict_json
 from ..assembler import Assembler
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
+from ..templates import SHIPPED, RenderLimits
 from ..truncation import TruncationPolicy
 from ..variables import VariableConfig
 from .output import print_json
@@ -71,9 +73,11 @@ def _positive(v: int | None, flag: str) -> None:
 def load_vars(path: str) -> tuple[VariableConfig, dict]:
     p = Path(path)
     try:
-        data = json.loads(p.read_text("utf-8"))
+        data = strict_json.loads(p.read_text("utf-8"))
     except OSError as exc:
         raise WorkbenchError(f"cannot read {p}: {exc.strerror}", hint="check the --vars path") from None
+    except strict_json.JSONValueError as exc:   # NaN, too deep, a lone surrogate...: where, and how to fix it
+        raise WorkbenchError(f"{p.name}: {exc}", hint=exc.hint or None) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WorkbenchError(f"{p.name} is not valid UTF-8 JSON: {exc}", hint="fix the variables file") from None
     if not isinstance(data, dict):
@@ -91,6 +95,8 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
     if cw is None and isinstance(session.raw.get("context_window"), int):
         cw = session.raw["context_window"]
     options: dict = {}
+    if args.template and args.template not in SHIPPED:  # a file or folder nobody reviewed: its own process
+        options["render_limits"] = RenderLimits(isolate=True)
     request_vars: dict = {}
     if args.vars:
         options["variables"], request_vars = load_vars(args.vars)

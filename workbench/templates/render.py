@@ -8,9 +8,15 @@ would cost O(n^2)). Reading a message through the main `for` loop counts more
 than a lookup by index (`messages[0]`, `messages[i + 1]`), because templates
 peek at neighbours while rendering a message.
 
-Guards: output above a cap stops rendering; a watchdog stops templates that
-spin (an empty loop produces no output to count); errors carry the template
-line.
+Guards (errors carry the template line):
+- every operation that can build a huge value is checked before it runs (bounds.py), so no
+  single C call (big integer arithmetic, string repetition, a JSON dump) outlives the deadline;
+- the output is counted before each piece goes on (to `sink`, i.e. the tokenizer): at most
+  `max_output_chars`, and past FREE_OUTPUT_CHARS at most `max_expansion` times the input, since
+  a chat template formats its input; a template that writes far more only feeds the tokenizer;
+- a watchdog stops templates that spin (an empty loop produces no output to count);
+- `isolate=True` renders in a worker process (worker.py) with a hard deadline (the worker is
+  killed) and a memory cap: for templates nobody reviewed, where a thread is not enough.
 """
 
 from __future__ import annotations
@@ -20,19 +26,35 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Iterator
 
 import jinja2
 
 from ..errors import (TemplateError, TemplateLimitError, TemplateSecurityError,
                       TemplateSyntaxError)
+from . import bounds
+from .bounds import TemplateBoundError
 from .sandbox import TemplateRaised, compile_template
+
+# Output up to this size is always allowed, whatever the input: a template's own text and its
+# per-message markup for a long conversation. Even a pathological text this long (one 2M-char
+# word) tokenizes in about half a second.
+FREE_OUTPUT_CHARS = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class RenderLimits:
-    max_output_chars: int = 256 * 1024 * 1024
+    # Largest output, and largest single value a template may build (see bounds.DEFAULT_MAX_CHARS).
+    max_output_chars: int = bounds.DEFAULT_MAX_CHARS
     timeout_s: float = 10.0
+    # Past FREE_OUTPUT_CHARS the output may be at most this many times the characters of the input
+    # (messages, tools, template variables). None: no such limit.
+    max_expansion: float | None = 8.0
+    # Render in a separate process, killed at the deadline, with its address space capped at
+    # max_worker_bytes: for templates nobody reviewed (files, folders, the app's custom box).
+    isolate: bool = False
+    max_worker_bytes: int = 2 * 1024 ** 3
 
 
 class _Tracker:
@@ -230,14 +252,62 @@ def compile_checked(source: str, name: str) -> jinja2.Template:
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno,
                                   hint="fix the Jinja syntax at that line") from None
+    except RecursionError:
+        raise TemplateSyntaxError("expressions or blocks are nested too deeply to compile", template=name,
+                                  hint="split the expression, or use {% set %} for the inner parts") from None
+    except (jinja2.TemplateError, SyntaxError, ValueError, OverflowError, MemoryError) as exc:
+        # e.g. an integer literal longer than Python converts (4,300 digits), too many nested blocks
+        raise TemplateSyntaxError(f"cannot compile: {type(exc).__name__}: {exc}", template=name,
+                                  hint="fix the template source") from None
+
+
+class _Budget:
+    """How much output this render may write (the module docstring says why)."""
+
+    __slots__ = ("cap", "allowed", "expansion", "inputs")
+
+    def __init__(self, limits: RenderLimits, inputs: tuple) -> None:
+        self.cap = limits.max_output_chars
+        self.expansion = limits.max_expansion
+        self.inputs = inputs
+        self.allowed = self.cap if self.expansion is None else min(self.cap, FREE_OUTPUT_CHARS)
+
+    def over(self, pos: int) -> str | None:
+        """Called when the output passes `allowed`: widen it once by the input, or say what was passed."""
+        if self.allowed < self.cap and self.expansion is not None:
+            messages, tools, kwargs = self.inputs
+            quick = sum(len(c) for m in messages if isinstance(c := m.get("content"), str))
+            allowed = min(self.cap, FREE_OUTPUT_CHARS + int(self.expansion * quick))
+            if pos > allowed:  # count everything the template can print: tools, kwargs, nested parts
+                size = bounds.weight([messages, tools, kwargs], limit=self.cap)
+                allowed = min(self.cap, FREE_OUTPUT_CHARS + int(self.expansion * size))
+            self.allowed = allowed
+            if pos <= allowed:
+                return None
+            if allowed < self.cap:
+                return (f"output passed the cap of {allowed:,} characters for this input ({self.expansion:g} x "
+                        f"its size plus {FREE_OUTPUT_CHARS:,}; RenderLimits.max_expansion)")
+        return f"output passed the cap of {self.cap:,} characters"
 
 
 def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | None,
            add_generation_prompt: bool, kwargs: dict[str, Any], track: bool = False,
            track_generation: bool = False, limits: RenderLimits = RenderLimits(),
-           sink: Callable[[str], None] | None = None) -> Rendered:
-    """Render like transformers' apply_chat_template(tokenize=False); optionally track message starts."""
-    tmpl = compile_checked(source, name)
+           sink: Callable[[str], None] | None = None, now: datetime | None = None) -> Rendered:
+    """Render like transformers' apply_chat_template(tokenize=False); optionally track message starts.
+
+    `now`: the instant `strftime_now` formats (default: the wall clock at the call).
+    With `limits.isolate` the template runs in a worker process; `sink` then gets the whole text
+    at the end instead of pieces as they come.
+    """
+    if limits.isolate:
+        from .worker import render_isolated
+        out = render_isolated(source, name, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                              kwargs=kwargs, track=track, track_generation=track_generation, limits=limits,
+                              now=now)
+        if sink is not None:
+            sink(out.text)
+        return out
     t = _Tracker()
     if track:
         msgs: list = _Messages(t, messages, list(range(len(messages))))
@@ -251,23 +321,38 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
     agp: Any = _GenFlag(t) if (track_generation and add_generation_prompt) else add_generation_prompt
     ctx.update(messages=msgs, tools=tl, documents=None, add_generation_prompt=agp)
     parts: list[str] = []
-    cap = limits.max_output_chars
+    budget = _Budget(limits, (messages, tools, kwargs))
+    allowed = budget.allowed
+    gen = None
+    tmpl = None
     try:
-        with _Watchdog(limits.timeout_s):
-            for piece in tmpl.generate(**ctx):
+        # (the watchdog is entered last, so it is disarmed before the bounds are reset)
+        with bounds.bounded(bounds.Bounds(limits.max_output_chars, now)), _Watchdog(limits.timeout_s):
+            tmpl = compile_checked(source, name)  # cached; under the deadline all the same
+            gen = tmpl.generate(**ctx)
+            for piece in gen:
+                t.pos += len(piece)
+                if t.pos > allowed:  # before the piece goes on to the sink (the tokenizer)
+                    what = budget.over(t.pos)
+                    if what is not None:
+                        raise TemplateLimitError(what, template=name, line=_suspended_line(gen, tmpl),
+                                                 hint="the template loops or repeats; raise the limit only if "
+                                                      "the prompt is really this long")
+                    allowed = budget.allowed
                 if sink is not None:
                     sink(piece)
                 parts.append(piece)
-                t.pos += len(piece)
-                if t.pos > cap:
-                    raise TemplateLimitError(f"output passed the cap of {cap:,} characters",
-                                             template=name, hint="the template loops or repeats; raise "
-                                             "RenderLimits.max_output_chars only if the prompt is really this long")
     except TemplateError:
         raise
-    except _Timeout:
+    except _Timeout as exc:
         raise TemplateLimitError(f"rendering ran longer than {limits.timeout_s:g} s", template=name,
-                                 hint="the template loops without end") from None
+                                 line=_template_line(exc), hint="the template loops without end") from None
+    except TemplateBoundError as exc:
+        raise TemplateLimitError(str(exc), template=name, line=_template_line(exc),
+                                 hint="templates may not build values this large") from None
+    except MemoryError as exc:
+        raise TemplateLimitError("rendering ran out of memory", template=name, line=_template_line(exc),
+                                 hint="the template builds something huge") from None
     except TemplateRaised as exc:
         raise TemplateError(f"the template raised: {exc}", template=name, line=_template_line(exc),
                             hint="the conversation does not fit what this template accepts") from None
@@ -276,10 +361,16 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
                                     hint="templates may not reach Python internals") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno) from None
+    except RecursionError as exc:
+        raise TemplateError("the template recursed too deeply", template=name, line=_template_line(exc),
+                            hint="a macro or recursive loop calls itself without end") from None
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-            ZeroDivisionError, OverflowError, RecursionError, MemoryError) as exc:
+            ZeroDivisionError, OverflowError, ArithmeticError, UnicodeError) as exc:
         raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=_template_line(exc),
                             hint="check the template against the message fields it reads") from None
+    finally:
+        if gen is not None:
+            gen.close()
     text = "".join(parts)
     out = Rendered(text)
     if track:
@@ -287,6 +378,17 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
         out.tools_start = t.tools_first
     out.gen_reads = t.gen_reads
     return out
+
+
+def _suspended_line(gen: Any, tmpl: jinja2.Template) -> int | None:
+    """The template line of the output statement the render stopped at (it is suspended there)."""
+    line = None
+    while gen is not None:
+        frame = getattr(gen, "gi_frame", None)
+        if frame is not None and frame.f_code.co_filename == "<template>":
+            line = tmpl.get_corresponding_lineno(frame.f_lineno)
+        gen = getattr(gen, "gi_yieldfrom", None)
+    return line
 
 
 def _message_starts(t: _Tracker, n: int) -> dict[int, int]:

@@ -1,22 +1,39 @@
-"""The Jinja environment chat templates run in: the one transformers builds.
+"""The Jinja environment chat templates run in: the one transformers builds, bounded.
 
 `apply_chat_template` renders with an ImmutableSandboxedEnvironment
 (trim_blocks, lstrip_blocks, loop controls, a `{% generation %}` tag) and the
 globals `raise_exception`, `strftime_now`, `dict`, `namespace` and a `tojson`
 filter that does not HTML-escape. We build the same environment so that a
 template file renders byte-identically here and there.
+
+On top of it, every operation that can build a value much larger than its inputs is
+checked before it runs (bounds.py): the operators `*`, `**`, `%`, `+` and `~` between
+computed values, the widening filters and string methods, `range`, printing containers and
+the buffers of macros and blocks. The code generator below routes those through the checks;
+the rest of the template compiles exactly as Jinja compiles it, so honest templates pay
+nothing measurable. Source longer than MAX_TEMPLATE_CHARS is refused before parsing.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from . import bounds
+
+_BUILTIN_METHOD = type("".center)
+_FUNCTION = type(lambda: None)
+# The longest real chat templates are ~20k characters. Jinja compiles ~100k characters of dense
+# template code a second, so a template at the limit still compiles in about a second.
+MAX_TEMPLATE_CHARS = 128 * 1024
 
 
 class TemplateRaised(Exception):
@@ -41,12 +58,13 @@ def raise_exception(message: str) -> None:
     raise TemplateRaised(message)
 
 
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):  # type: ignore[no-untyped-def]
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+tojson = bounds.tojson  # json.dumps(x, ensure_ascii, indent, separators, sort_keys), counted as it is built
 
 
 def strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
+    """The wall clock, or the instant the caller fixed for this render (`render(now=...)`)."""
+    now = bounds.current().now
+    return (datetime.now() if now is None else now).strftime(fmt)
 
 
 class TemplateDict:
@@ -80,18 +98,121 @@ class TemplateNamespace(jinja2.utils.Namespace):
                 f"templates cannot store underscore-prefixed attributes on a namespace ({name!r})")
 
 
+class BoundedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, with the operations that can grow a value step by step bounded.
+
+    - `a + b` compiles natively when an operand is a literal (`'<|im_start|>' + role`: growth is
+      bounded by the source); between two computed values the sum is checked against the cap
+      inline for strings (`_wb_cap`, read once per function) and by a call otherwise.
+    - `a ~ b` joins through `join_values`, which refuses to print an oversized container.
+    - `{{ x }}` stays `str(x)` for strings (one type test inline, no call) and checks other values
+      before printing them.
+    - the buffers of macros and `{% set %}`/filter blocks count what goes in (`Buffer`).
+    """
+
+    def write_commons(self) -> None:
+        super().write_commons()
+        self.writeline("_wb_cap = environment.value_cap()")
+
+    def buffer(self, frame: Frame) -> None:
+        frame.buffer = self.temporary_identifier()
+        self.writeline(f"{frame.buffer} = environment.Buffer()")
+        self.writeline(f"{frame.buffer}.left = _wb_cap")
+
+    @optimizeconst
+    def visit_Add(self, node: nodes.Add, frame: Frame) -> None:
+        if isinstance(node.left, nodes.Const) or isinstance(node.right, nodes.Const):
+            self.write("(")
+            self.visit(node.left, frame)
+            self.write(" + ")
+            self.visit(node.right, frame)
+            self.write(")")
+            return
+        self.write("(_wb_sum if (_wb_sum := (")
+        self.visit(node.left, frame)
+        self.write(" + ")
+        self.visit(node.right, frame)
+        self.write(")).__class__ is str and len(_wb_sum) <= _wb_cap else environment.checked_sum(_wb_sum))")
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        markup = "context.eval_ctx.autoescape" if frame.eval_ctx.volatile else repr(bool(frame.eval_ctx.autoescape))
+        self.write("environment.join_values((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write(f"), {markup})")
+
+    def _output_child_pre(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
+        if finalize.src is not None or frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super()._output_child_pre(node, frame, finalize)  # Jinja's code, the value checked first
+            self.write("environment.guard_value(")
+        else:
+            self.write("(_wb_out if (_wb_out := ")
+
+    def _output_child_post(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
+        if finalize.src is not None or frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            self.write(")")
+            super()._output_child_post(node, frame, finalize)
+        else:
+            self.write(").__class__ is str else str(environment.guard_value(_wb_out)))")
+
+
+class ChatSandbox(ImmutableSandboxedEnvironment):
+    """transformers' sandbox with every widening operation bounded (module docstring)."""
+
+    code_generator_class = BoundedCodeGenerator
+    intercepted_binops = frozenset({"*", "**", "%"})  # also never constant-folded by Jinja
+    # Buffers of macros, `{% set %}` and filter blocks are Buffers, counted as they fill, so the
+    # join needs no check (render() reads generate(); Jinja's own Template.render is not used).
+    Buffer = bounds.Buffer
+    join_values = staticmethod(bounds.join_values)
+    guard_value = staticmethod(bounds.guard_value)
+    checked_sum = staticmethod(bounds.checked_sum)
+    value_cap = staticmethod(bounds.value_cap)
+
+    def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def,override]
+        return bounds.binop(operator, left, right)
+
+    def call(__self, __context, __obj, *args, **kwargs):  # type: ignore[no-untyped-def,override]  # noqa: N805
+        # SandboxedEnvironment.call, inline (one Python frame per call, as before), plus the bounds
+        # on the string methods that widen. Only builtin methods (and the sandbox's str.format
+        # wrapper) can be one: testing the type first keeps macro and filter calls as cheap as before.
+        if not __self.is_safe_callable(__obj):
+            raise jinja2.exceptions.SecurityError(f"{__obj!r} is not safely callable")
+        kind = __obj.__class__
+        if (kind is _BUILTIN_METHOD or kind is _FUNCTION) and __obj.__name__ in bounds.WIDE_METHODS:
+            # The sandbox wraps str.format in a function; the string is on the original method.
+            owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
+            if isinstance(owner, (str, bytes, int)) and not isinstance(owner, bool):
+                if args and __obj.__name__ == "join" and not hasattr(args[0], "__len__"):
+                    args = (list(args[0]), *args[1:])  # an iterator, made a list so it can be weighed
+                bounds.check_method(owner, __obj.__name__, args, kwargs)
+                out = __context.call(__obj, *args, **kwargs)
+                if isinstance(out, (str, bytes)):
+                    bounds.check(len(out), f"the result of {__obj.__name__}")
+                return out
+        return __context.call(__obj, *args, **kwargs)
+
+
 @lru_cache(maxsize=1)
-def environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[GenerationTag, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
+def environment() -> ChatSandbox:
+    env = ChatSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
+    env.filters = bounds.bounded_filters(env.filters)
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     env.globals["dict"] = TemplateDict()
     env.globals["namespace"] = TemplateNamespace
+    env.globals["range"] = bounds.safe_range
+    env.globals["lipsum"] = bounds.lipsum
     return env
 
 
 @lru_cache(maxsize=64)
 def compile_template(source: str) -> jinja2.Template:
-    return environment().from_string(source)
+    """Compile (cached). Constant folding runs with a cap of 0, so nothing bounded is computed here."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise jinja2.TemplateSyntaxError(
+            f"the template is {len(source):,} characters, over the limit of {MAX_TEMPLATE_CHARS:,}", 1)
+    with bounds.bounded(bounds.COMPILING):
+        return environment().from_string(source)

@@ -26,7 +26,7 @@ from ..cache.turn_prompts import breakpoints_of, reply_tokens
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from ..session import Session
-from ..templates import from_source, get_template
+from ..templates import RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, EditError, SessionDocument, new_message, parse_json_field
 
@@ -208,8 +208,10 @@ class WorkbenchState:
             tok = None if self.tokenizer == AUTO else self.tokenizer
             if custom:
                 # A custom template counts with the chosen tokenizer, else the selected template's.
+                # Typed in the box, reviewed by nobody: rendered in a worker process with a hard deadline.
                 asm = Assembler(template=from_source(self.custom_source, "custom"),
-                                tokenizer=tok or get_template(self.template).tokenizer, context_window=cw)
+                                tokenizer=tok or get_template(self.template).tokenizer, context_window=cw,
+                                render_limits=RenderLimits(isolate=True))
                 self._assemblers = {k: a for k, a in self._assemblers.items() if not k[2]}  # one custom at a time
             else:
                 asm = Assembler(template=self.template, tokenizer=tok, context_window=cw)
