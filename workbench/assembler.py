@@ -7,24 +7,30 @@ and times them. Configure once, assemble many requests.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
 from .budget import Window, measure, measure_next, resolve_window
 from .built import Built
-from .cache.keys import cache_key, extend_chain, prefix_chain
+from .cache.keys import extend_chain, prefix_chain, prompt_key
 from .cache.reuse import from_cache, store
 from .cache.store import TwoTierCache
 from .cleaning import CleaningPolicy, clean
+from .context import BuildContext, canonical, clock_formats
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, warning
-from .errors import WorkbenchError
-from .injection import ASSISTANT_POLICIES, POLICIES, AssistantPolicy, InjectionPolicy, apply_policy, scan
+from .errors import TemplateError, WorkbenchError
+from .injection import (ASSISTANT_POLICIES, MODEL_OUTPUT_TOKENS, POLICIES, AssistantPolicy, Guarded,
+                        InjectionPolicy, guard, policies_of)
 from .intake import IntakeLimits, normalize
 from .metrics import AssemblyMetrics
 from .result import AssemblyResult, Dropped, DroppedList
@@ -32,6 +38,7 @@ from .incremental import extend, first_change
 from .rewrites import inspect_render
 from .segments import (PendingEncode, Segment, SegmentList, Span, layout, moved_diagnostics, originals,
                        tokenize_spans)
+from .templates.clock import FixedClock, wall_clock
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
 from .truncation import (Plan, Search, TruncationPolicy, _mandatory_error, dropped_records, estimate_message,
@@ -102,18 +109,40 @@ class Assembler:
         if self.config.context_window is not None or self.config.reserve is not None:
             # Refuse an impossible window at configuration time, not at the first request.
             self.window(Conversation(messages=()))
+        t = self.template
+        tk = self.tokenizer
+        kw: dict[str, Any] = {"bos_token": t.bos_token if t.bos_token is not None else (tk.bos_token or ""),
+                              "eos_token": t.eos_token if t.eos_token is not None else (tk.eos_token or "")}
+        kw.update(t.kwargs)
+        kw.update(self.config.template_kwargs)
+        self._kw = kw
+        self._policies = policies_of(self.config)
+        # Placeholders for escaped text must be characters the template cannot produce by itself.
+        self._avoid = t.source + "\x00" + canonical(kw)
+        self._clock = clock_formats(t.source)
+        self.context = BuildContext(
+            template=t.name, template_version=t.version, tokenizer=self.tokenizer.name,
+            tokenizer_version=self.tokenizer.version,
+            settings=canonical({
+                "template": {"origin": t.origin, "kwargs": kw},
+                "tokenizer": {"specials": len(self.tokenizer.specials),
+                              "output_tokens": sorted(MODEL_OUTPUT_TOKENS.intersection(self.tokenizer.specials))},
+                **{f.name: getattr(self.config, f.name) for f in dataclass_fields(self.config)
+                   if f.name not in ("template", "tokenizer", "cache")}}))
 
     # ------------------------------------------------------------------ stages
     def normalize(self, request: Any) -> tuple[Conversation, list[Diagnostic]]:
         return normalize(request, self.config.intake)
 
     def _kwargs(self) -> dict[str, Any]:
-        t, tok = self.template, self.tokenizer
-        kw: dict[str, Any] = {"bos_token": t.bos_token if t.bos_token is not None else (tok.bos_token or ""),
-                              "eos_token": t.eos_token if t.eos_token is not None else (tok.eos_token or "")}
-        kw.update(t.kwargs)
-        kw.update(self.config.template_kwargs)
-        return kw
+        """The template's arguments (bos/eos, its own, the configured ones); read-only by convention."""
+        return self._kw
+
+    def context_at(self, now: datetime | None = None) -> BuildContext:
+        """The build context of an assembly starting `now` (the clock matters only to templates that read it)."""
+        if self._clock is None:
+            return self.context
+        return self.context.at(now or wall_clock(), self._clock)
 
     def prepare(self, request: Any, normalized: tuple[Conversation, list[Diagnostic]] | None = None,
                 cleaned: tuple[Conversation, list[Diagnostic]] | None = None
@@ -155,6 +184,7 @@ class Assembler:
         the ids are exactly those of a cold assembly either way."""
         clock = time.perf_counter
         t0 = clock()
+        ctx = self.context_at()
         conv, diags, bindings, timings = self.prepare(request, normalized, cleaned)
         win = self.window(conv)
         msgs = conv.messages
@@ -168,14 +198,16 @@ class Assembler:
         estimated: int | None = None
         counts = {"exact_assemblies": 1, "splices": 0}
         inc = None
+        if previous is not None and previous.context != ctx.fingerprint:
+            previous = None   # assembled under other settings (or another day's date): nothing to reuse
         if previous is not None and not bindings:
-            inc = extend(self, previous, conv, add_generation_prompt)
+            inc = extend(self, previous, conv, add_generation_prompt, ctx)
             if inc is not None and policy.enabled and inc.used > budget:
                 inc = None  # over budget: truncation starts from a cold assembly
             timings["incremental"] = (clock() - t1) * 1e3
         cached = None
         if inc is None and self.cache is not None and not bindings:
-            cached = from_cache(self, conv, add_generation_prompt, budget if policy.enabled else None)
+            cached = from_cache(self, conv, add_generation_prompt, budget if policy.enabled else None, ctx)
             if cached is not None and policy.enabled and cached.used > budget:
                 cached = None  # over budget after all: the truncation path below
             previous = None  # a prompt from the cache is not this session's previous result
@@ -200,19 +232,19 @@ class Assembler:
             first = None
             if acc <= budget * 0.9 or not p.units:
                 # The fast estimate says it fits: the exact count confirms (or truncation starts from it).
-                built = self._build(conv, add_generation_prompt)
+                built = self._build(conv, add_generation_prompt, ctx)
                 first = (built, 0)
                 made.append(built)
                 search.builds += 1
             if first is None or (first[0].used > budget and p.units):
                 def build(k: int) -> Built:
                     # Rewrite diagnostics wait for the final prompt: windows only need their counts.
-                    b = self._build(conv.with_messages(p.kept(msgs, k)), add_generation_prompt, inspect=False)
+                    b = self._build(conv.with_messages(p.kept(msgs, k)), add_generation_prompt, ctx, inspect=False)
                     made.append(b)
                     return b
 
                 def splice(base: Built, base_k: int, k: int) -> Built | None:
-                    b = self._splice(base, conv.with_messages(p.kept(msgs, k)), add_generation_prompt)
+                    b = self._splice(base, conv.with_messages(p.kept(msgs, k)), add_generation_prompt, ctx)
                     if b is not None:
                         made.append(b)
                     return b
@@ -221,7 +253,7 @@ class Assembler:
                                splice=splice, first=first, search=search, estimates=ests)
                 self._calibrate(built, p, k, msgs)
                 if k and policy.cut:
-                    built, k = self._cut(conv, p, k, built, budget, add_generation_prompt)
+                    built, k = self._cut(conv, p, k, built, budget, add_generation_prompt, ctx)
                 dropped = DroppedList(partial(dropped_records, msgs, p, k), sum(len(u) for u in p.units[:k]))
                 if dropped:
                     diags.append(warning("truncated", f"dropped {len(dropped)} message(s), oldest first, to fit the "
@@ -231,15 +263,15 @@ class Assembler:
                 raise _mandatory_error(first[0], budget)
             counts = {"exact_assemblies": search.builds, "splices": search.splices}
         else:
-            built = self._build(conv, add_generation_prompt)
+            built = self._build(conv, add_generation_prompt, ctx)
         built.gen = add_generation_prompt
         return self._result(conv, built, diags, bindings, timings, win, dropped, estimated, counts, made, t0, t1,
-                            previous if inc is not None else None)
+                            previous if inc is not None else None, ctx)
 
     def _result(self, conv: Conversation, built: "Built", diags: list[Diagnostic], bindings: list[Binding],
                 timings: dict[str, float], win: Window, dropped: Sequence[Dropped], estimated: int | None,
                 counts: dict[str, int], made: list["Built"], t0: float, t1: float,
-                previous: AssemblyResult | None) -> AssemblyResult:
+                previous: AssemblyResult | None, ctx: BuildContext) -> AssemblyResult:
         clock = time.perf_counter
         conv = built.conv
         if not built.inspected:
@@ -257,9 +289,7 @@ class Assembler:
             chain = extend_chain(previous.prefix_chain, conv.messages, start)
         else:
             chain = tuple(prefix_chain(conv.messages))
-        key = cache_key(template_version=t.version, tokenizer_version=self.tokenizer.version,
-                        policy_version=self.config.cleaning.version, tools=conv.tools, messages=conv.messages,
-                        chain=chain)
+        key = prompt_key(ctx, conv.tools, chain, built.gen)
         if previous is not None and built.reused:
             bud = measure_next(win, conv, previous.budget, previous.conversation, originals(previous.segments),
                                built.reused, originals(built.segments), len(built.ids), **counts)
@@ -276,7 +306,7 @@ class Assembler:
             segments=built.segments if isinstance(built.segments, SegmentList) else tuple(built.segments),
             budget=bud, dropped=dropped, cache_key=key, diagnostics=tuple(self._notes + diags), timings_ms=timings,
             conversation=conv, escaped=tuple(sorted(built.escaped)), variables=tuple(bindings),
-            prefix_chain=chain, render_diagnostics=tuple(built.diags))
+            prefix_chain=chain, render_diagnostics=tuple(built.diags), context=ctx.fingerprint)
         self.metrics.record(result)
         if self.cache is not None and not bindings and not dropped and not built.escaped and \
                 built.stored is False and (not built.reused or self.cache.redis_enabled):
@@ -284,20 +314,23 @@ class Assembler:
             # (Incremental results go to Redis only: in-process, the session holds them already.)
             # Not a prompt with escaped user text: the cache entry does not carry which spans were
             # escaped, and a prompt extended from it would let that text become control tokens.
-            store(self, conv, chain, result, built)
+            store(self, conv, key, result)
         return result
 
     # ------------------------------------------------------------------ exact assembly of one conversation
-    def _build(self, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> "Built":
+    def _build(self, conv: Conversation, add_generation_prompt: bool, ctx: BuildContext,
+               inspect: bool = True) -> "Built":
         """One exact assembly (rewrite diagnostics only when `inspect`)."""
         clock = time.perf_counter
         t0 = clock()
         msgs = conv.messages
-        r, gen_start, pending = self._render(conv, add_generation_prompt)
+        r, gen_start, pending, escaped, diags = self._render(conv, add_generation_prompt, ctx)
         t1 = clock()
         spans = layout(r.text, msgs, r.starts, gen_start=gen_start, tools_start=r.tools_start,
-                       bos_token=self._kwargs().get("bos_token") or None)
-        escaped, diags = self._diagnose(conv, r.text, spans, inspect)
+                       bos_token=self._kw.get("bos_token") or None)
+        if inspect:
+            # Python work that needs no token ids runs now, while the encode finishes on other threads.
+            diags += inspect_render(r.text, msgs, spans, self.template.source)
         segments, ids, moved = tokenize_spans(r.text, spans, self.tokenizer, escaped,
                                               None if escaped else pending)
         diags += moved_diagnostics(moved)
@@ -305,22 +338,33 @@ class Assembler:
         built.spans, built.inspected = spans, inspect
         return built
 
-    def _diagnose(self, conv: Conversation, text: str, spans: list[Span], inspect: bool = True
-                  ) -> tuple[list, list[Diagnostic]]:
-        msgs = conv.messages
-        escaped, diags = apply_policy(scan(msgs, self.tokenizer), msgs, self.config.injection, text, spans)
-        if inspect:
-            # Python work that needs no token ids runs now, while the encode finishes on other threads.
-            diags += inspect_render(text, msgs, spans, self.template.source)
-        return escaped, diags
+    def _guard(self, conv: Conversation) -> Guarded | None:
+        """Special-token strings in the fields of `conv`, by source policy (raises where it is "reject")."""
+        return guard(conv, self.tokenizer, self._policies, self._avoid)
 
-    def _plain(self, conv: Conversation, add_generation_prompt: bool) -> str:
+    def _inputs(self, conv: Conversation, g: Guarded | None, ctx: BuildContext
+                ) -> tuple[list[dict], list[dict] | None, dict[str, Any]]:
+        """What the template is given: messages and tools (escaped strings as placeholders), arguments."""
+        kw = self._kw
+        if ctx.instant is not None:
+            kw = {**kw, "strftime_now": FixedClock(ctx.instant)}
+        if g is not None:
+            return g.messages, g.tools, kw
+        return conv.to_template_messages(), conv.tool_schemas() or None, kw
+
+    def _plain(self, conv: Conversation, add_generation_prompt: bool, ctx: BuildContext | None = None) -> str:
+        """The render of `conv` as text, untracked (escaped strings restored)."""
         t = self.template
-        return render(t.source, t.name, conv.to_template_messages(), tools=conv.tool_schemas() or None,
-                      add_generation_prompt=add_generation_prompt, kwargs=self._kwargs(),
-                      limits=self.config.render_limits).text
+        ctx = ctx or self.context_at()
+        g = self._guard(conv)
+        tmsgs, tools, kw = self._inputs(conv, g, ctx)
+        with _unmasked(g):
+            r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kw,
+                       limits=self.config.render_limits)
+        return g.restore(r)[0].text if g is not None else r.text
 
-    def _splice(self, base: "Built", conv: Conversation, add_generation_prompt: bool) -> "Built | None":
+    def _splice(self, base: "Built", conv: Conversation, add_generation_prompt: bool,
+                ctx: BuildContext) -> "Built | None":
         """`base` without the segments of messages `conv` no longer has, if that is provably exact.
 
         Exact when a plain render of `conv` is the spliced text (the template renders the kept
@@ -348,8 +392,11 @@ class Assembler:
                 kept.append(s)
         if prev_dropped or len(kept) == len(segs) or not specials:
             return None
+        g = self._guard(conv)
+        if g is not None and g.escapes:
+            return None
         text = "".join(s.text for s in kept)
-        plain = self._plain(conv, add_generation_prompt)
+        plain = self._plain(conv, add_generation_prompt, ctx)
         t1 = clock()
         if plain != text:
             return None
@@ -363,9 +410,7 @@ class Assembler:
             out.append(Segment(s.kind, s.role, s.seq, s.text, ids[tpos:tpos + n], tpos, tpos + n, cpos, cpos + c))
             tpos, cpos = tpos + n, cpos + c
         spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in out]
-        escaped, diags = self._diagnose(conv, text, spans, inspect=False)
-        if escaped:
-            return None
+        diags = list(g.diagnostics) if g is not None else []
         built = Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (clock() - t1) * 1e3)
         built.spliced, built.spans = True, spans
         return built
@@ -382,7 +427,7 @@ class Assembler:
             self._ratio = exact / est
 
     def _cut(self, conv: Conversation, p: Plan, k: int, built: "Built", budget: int,
-             add_generation_prompt: bool) -> tuple["Built", int]:
+             add_generation_prompt: bool, ctx: BuildContext) -> tuple["Built", int]:
         """Keep the newest dropped unit after all, its longest text cut (from the front) to fill the budget."""
         msgs = conv.messages
         unit = p.units[k - 1]
@@ -404,7 +449,7 @@ class Assembler:
                 return built, k
             cut_msg = m.with_(content=marker + tail)
             kept = tuple(cut_msg if i == target else msgs[i] for i in range(len(msgs)) if i not in gone)
-            trial = self._build(conv.with_messages(kept), add_generation_prompt)
+            trial = self._build(conv.with_messages(kept), add_generation_prompt, ctx)
             if trial.used <= budget:
                 trial.diags.append(warning("message_cut", f"{m.role} message cut to its last {room} of {len(ids)} "
                                            f"tokens (at a token boundary, marked) to fill the budget", m.sequence))
@@ -413,35 +458,46 @@ class Assembler:
             room -= trial.used - budget + 1
         return built, k
 
-    def _render(self, conv: Conversation, add_generation_prompt: bool) -> tuple[Rendered, int | None, PendingEncode]:
-        """Render (tracked), start encoding the output as it comes, and find the generation prompt."""
+    def _render(self, conv: Conversation, add_generation_prompt: bool, ctx: BuildContext
+                ) -> tuple[Rendered, int | None, PendingEncode, list[tuple[int, int]], list[Diagnostic]]:
+        """Render (tracked), start encoding the output as it comes, and find the generation prompt.
+        Also: the character spans to encode as plain text (escaped special-token strings) and the
+        injection diagnostics of the rendered messages."""
         t = self.template
-        tmsgs = conv.to_template_messages()
-        tools = conv.tool_schemas() or None
-        kw = self._kwargs()
+        g = self._guard(conv)
+        tmsgs, tools, kw = self._inputs(conv, g, ctx)
+        escapes = g is not None and g.escapes
         # Shipped templates report where they test add_generation_prompt (tests hold that to a
         # second render); other templates get the second render.
         known = t.origin == "shipped"
         # The (GIL-free) encode starts while the template renders and overlaps the Python work
-        # after it. It assumes no user text holds a special token, the common case; if one does,
-        # the text is encoded again with those spans kept as plain text.
+        # after it. Not when text is escaped: the output is not the prompt until it is restored.
         pending = PendingEncode(self.tokenizer)
-        r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
-                   kwargs=kw, track=True, track_generation=known, limits=self.config.render_limits,
-                   sink=pending.feed)
-        pending.finish(r.text)
-        gen_start = None
+        with _unmasked(g):
+            r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
+                       kwargs=kw, track=True, track_generation=known, limits=self.config.render_limits,
+                       sink=None if escapes else pending.feed)
+            gen_start = None
+            if add_generation_prompt and not known and "add_generation_prompt" in t.source:
+                # The generation prompt is what the render adds when asked for it.
+                plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
+                               limits=self.config.render_limits).text
+                if r.text.startswith(plain) and len(plain) < len(r.text):
+                    gen_start = len(plain)
+        escaped: list[tuple[int, int]] = []
+        if escapes:
+            assert g is not None
+            if gen_start is not None:
+                r.gen_reads.append(gen_start)   # moved with the other positions
+            r, escaped = g.restore(r)
+            if gen_start is not None:
+                gen_start = r.gen_reads.pop()
         if add_generation_prompt and known:
             last_start = max(r.starts.values(), default=0)
             if r.gen_reads and last_start <= r.gen_reads[-1] < len(r.text):
                 gen_start = r.gen_reads[-1]
-        elif add_generation_prompt and "add_generation_prompt" in t.source:
-            # The generation prompt is what the render adds when asked for it.
-            plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
-                           limits=self.config.render_limits).text
-            if r.text.startswith(plain) and len(plain) < len(r.text):
-                gen_start = len(plain)
-        return r, gen_start, pending
+        pending.finish(r.text)
+        return r, gen_start, pending, escaped, list(g.diagnostics) if g is not None else []
 
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)
@@ -449,3 +505,17 @@ class Assembler:
     def session(self, keep: int = 16) -> "Session":
         from .session import Session
         return Session(self, keep)
+
+
+@contextmanager
+def _unmasked(g: Guarded | None) -> Iterator[None]:
+    """Errors raised while rendering quote fields as the user wrote them, not their placeholders."""
+    try:
+        yield
+    except TemplateError as exc:
+        if g is None or not g.escapes:
+            raise
+        clear = copy.copy(exc)
+        clear.message, clear.hint = g.unmask(exc.message), exc.hint and g.unmask(exc.hint)
+        clear.args = tuple(g.unmask(a) if isinstance(a, str) else a for a in exc.args)
+        raise clear from None

@@ -15,6 +15,18 @@ class WorkbenchError(Exception):
         self.hint = hint
         super().__init__(message if hint is None else f"{message} ({hint})")
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # A copy (a cached error raised again) or a pickle (an error from a worker process) is the
+        # same error: rebuilt from its state, not by calling __init__ again on its formatted text.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[BaseException], args: tuple, state: dict) -> BaseException:
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class RequestError(WorkbenchError):
     """A malformed request: names the field and the message index."""

@@ -38,6 +38,7 @@ from .segments import (Segment, SegmentList, Span, find_message_segment, layout,
 
 if TYPE_CHECKING:
     from .assembler import Assembler
+    from .context import BuildContext
     from .result import AssemblyResult
 
 
@@ -57,17 +58,22 @@ def _user_before(msgs: Sequence[Message], i: int, floor: int) -> int | None:
     return None
 
 
-def extend(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, add_generation_prompt: bool
-           ) -> "Built | None":
+def extend(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, add_generation_prompt: bool,
+           ctx: "BuildContext") -> "Built | None":
     """The exact assembly of `conv`, reusing `prev` where possible; None when nothing can be reused."""
     pc = prev.conversation
     if prev.dropped or prev.escaped or pc.tools != conv.tools or not prev.segments or prev.variables:
+        return None
+    if len(pc.messages) < 2:
+        # A lone message owns the whole block before it (layout: the system block of a one-message
+        # conversation is that message's); with more messages it may not, so its segments are not reused.
         return None
     msgs = conv.messages
     c = first_change(pc.messages, msgs)
     if c == 0:
         return None
-    built = _probe(asm, prev, conv, c, add_generation_prompt) or _verified(asm, prev, conv, add_generation_prompt)
+    built = _probe(asm, prev, conv, c, add_generation_prompt, ctx) or \
+        _verified(asm, prev, conv, add_generation_prompt, ctx)
     if built is not None:
         built.first_change = c  # the key chain is extended from here
     return built
@@ -79,7 +85,7 @@ def _is_special_start(asm: "Assembler", text: str, pos: int) -> bool:
 
 
 def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
-           add_generation_prompt: bool) -> "Built | None":
+           add_generation_prompt: bool, ctx: "BuildContext") -> "Built | None":
     msgs = conv.messages
     first_ns = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
     r = _user_before(msgs, min(c, len(msgs) - 1) + 1, first_ns)  # the user message opening the changed turn
@@ -98,7 +104,9 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     if not _is_special_start(asm, seg_r.text, 0):
         return None
     probe = conv.with_messages(msgs[:first_ns] + msgs[a2:])
-    text, spans, render_ms = _render_spans(asm, probe, add_generation_prompt)
+    text, spans, render_ms, escaped, diags = _render_spans(asm, probe, add_generation_prompt, ctx)
+    if escaped:
+        return None  # user text with special-token strings: the cold path handles the spans
     start_of = {}
     for sp in spans:
         if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
@@ -114,24 +122,27 @@ def _probe(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, c: int,
     tail = text[cut_r:]
     tail_spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in spans
                   if sp.start >= cut_r]
-    return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans, render_ms)
+    return _join(asm, prev, conv, orig, i_r, msgs[r:], tail, tail_spans, diags, render_ms)
 
 
-def _render_spans(asm: "Assembler", conv: Conversation, add_generation_prompt: bool
-                  ) -> tuple[str, list[Span], float]:
-    """Render `conv` (tracked) and lay it out into spans; with the render time in ms."""
+def _render_spans(asm: "Assembler", conv: Conversation, add_generation_prompt: bool, ctx: "BuildContext"
+                  ) -> tuple[str, list[Span], float, list[tuple[int, int]], list[Diagnostic]]:
+    """Render `conv` (tracked) and lay it out into spans; with the render time in ms, the escaped
+    spans and the injection diagnostics."""
     t0 = time.perf_counter()
-    rendered, gen_start, _ = asm._render(conv, add_generation_prompt)
+    rendered, gen_start, _, escaped, diags = asm._render(conv, add_generation_prompt, ctx)
     render_ms = (time.perf_counter() - t0) * 1e3
     spans = layout(rendered.text, conv.messages, rendered.starts, gen_start=gen_start,
                    tools_start=rendered.tools_start, bos_token=asm._kwargs().get("bos_token") or None)
-    return rendered.text, spans, render_ms
+    return rendered.text, spans, render_ms, escaped, diags
 
 
 def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
-              add_generation_prompt: bool) -> "Built | None":
+              add_generation_prompt: bool, ctx: "BuildContext") -> "Built | None":
     """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
-    text, spans, render_ms = _render_spans(asm, conv, add_generation_prompt)
+    text, spans, render_ms, escaped, diags = _render_spans(asm, conv, add_generation_prompt, ctx)
+    if escaped:
+        return None
     common = first_difference(prev.text, text)
     orig = originals(prev.segments)
     # The last previous segment starting inside the common prefix, at a special token, where the new
@@ -144,24 +155,29 @@ def _verified(asm: "Assembler", prev: "AssemblyResult", conv: Conversation,
             k = new_starts[s.char_start]
             tail_spans = [Span(sp.kind, sp.role, sp.seq, sp.start - s.char_start, sp.end - s.char_start)
                           for sp in spans[k:]]
-            seqs = {sp.seq for sp in spans[k:] if sp.seq is not None}
-            tail_msgs = [m for m in conv.messages if m.sequence in seqs]
-            return _join(asm, prev, conv, orig, i, tail_msgs, text[s.char_start:], tail_spans, render_ms)
+            # The tail's messages: from the first one with a segment there to the end, including those
+            # the template folded into another message's segment (they have none of their own).
+            first = next((sp.seq for sp in spans[k:] if sp.seq is not None), None)
+            start = next((j for j, m in enumerate(conv.messages) if m.sequence == first), len(conv.messages))
+            tail_msgs = list(conv.messages[start:])
+            return _join(asm, prev, conv, orig, i, tail_msgs, text[s.char_start:], tail_spans, diags, render_ms)
     return None
 
 
 def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: list[Segment], i_cut: int,
-          tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span], render_ms: float = 0.0
-          ) -> "Built | None":
-    """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
+          tail_msgs: Sequence[Message], tail: str, tail_spans: list[Span], injection: list[Diagnostic],
+          render_ms: float = 0.0) -> "Built | None":
+    """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail.
+    `injection`: the injection diagnostics of the render the tail came from (those of reused
+    messages are already in the previous prompt's)."""
     cut = orig[i_cut]
-    tail_conv = conv.with_messages(tuple(tail_msgs))
-    escaped, diags = asm._diagnose(tail_conv, tail, tail_spans)
+    tail_seqs = {m.sequence for m in tail_msgs}
+    diags = [d for d in injection if d.seq is None or d.seq in tail_seqs]
+    # Python work that needs no token ids runs before the encode (as in a cold assembly).
+    diags += inspect_render(tail, tail_msgs, tail_spans, asm.template.source)
     t0 = time.perf_counter()
-    fresh, tail_ids, moved = tokenize_spans(tail, tail_spans, asm.tokenizer, escaped)
+    fresh, tail_ids, moved = tokenize_spans(tail, tail_spans, asm.tokenizer)
     tokenize_ms = (time.perf_counter() - t0) * 1e3
-    if escaped:
-        return None  # user text with special-token strings: the cold path handles the spans
     diags += moved_diagnostics(moved)
     t0, c0 = cut.start, cut.char_start
     prev_ids = getattr(prev, "ids_source", None)

@@ -164,6 +164,9 @@ class AssemblyResult:
     # render stage (injection, rewrites), which belong to the messages they name.
     prefix_chain: tuple[str, ...] = ()
     render_diagnostics: tuple[Diagnostic, ...] = ()
+    # The fingerprint of the build context (workbench/context.py) it was assembled under: a later
+    # request reuses this result only under the same one.
+    context: str = ""
 
     @property
     def text(self) -> str:
@@ -210,6 +213,7 @@ class AssemblyResult:
             "dropped": [d.to_json() for d in self.dropped],
             "cache_key": self.cache_key.hex,
             "cache_key_short": self.cache_key.short,
+            "build_context": self.context,
             "cache_hits": dict(self.cache_hits),
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "escaped_spans": [list(e) for e in self.escaped],

@@ -1,18 +1,20 @@
 """Segment cache keys: SHA-256 over \\x00-joined stable inputs, chained over the prefix.
 
-Nothing volatile goes in: no timestamps, request ids or user ids. Each message
-has a content fingerprint; the chain makes a changed message invalidate
-everything after it and nothing before it.
+Nothing volatile goes in: no timestamps, request ids or user ids (a template that reads the clock
+puts what it reads in the build context). Each message has a content fingerprint; the chain makes a
+changed message invalidate everything after it and nothing before it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..conversation import Message, canonical_json
+from ..context import BuildContext
+from ..conversation import Message
+
+KEY_FORMAT = 2   # 2: keys derive from the build context
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +30,10 @@ class CacheKey:
 
 
 def _h(*parts: str) -> str:
+    # Each part carries its length: text may hold any character, \x00 included, so a separator alone
+    # would let two different lists of parts join to the same bytes (another request's prompt).
     # Intake refuses lone surrogates, so plain UTF-8 (the fast codec path) always works.
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+    return hashlib.sha256("".join(f"{len(p)}:{p}" for p in parts).encode("utf-8")).hexdigest()
 
 
 def _field(v: str | None) -> str:
@@ -45,10 +49,12 @@ def message_fingerprint(m: Message) -> str:
 
 
 def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:
-    """chain[i] = H(chain[i-1], fingerprint(message i))."""
+    """chain[i] = H(chain[i-1], sequence of message i, fingerprint(message i)). The sequence is in the
+    chain because segments and diagnostics name it: the same text at another position in the
+    request is another prompt."""
     out, prev = [], root
     for m in messages:
-        prev = _h(prev, message_fingerprint(m))
+        prev = _h(prev, str(m.sequence), message_fingerprint(m))
         out.append(prev)
     return out
 
@@ -59,13 +65,10 @@ def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) 
     return head + tuple(prefix_chain(messages[start:], head[-1] if head else ""))
 
 
-def cache_key(*, template_version: str, tokenizer_version: str, policy_version: str,
-              tools: Sequence[str], messages: Sequence[Message], extra: str = "",
-              chain: Sequence[str] | None = None) -> CacheKey:
-    """The key of a whole prompt. `chain`, when given, is `prefix_chain(messages)` already computed."""
-    system = next((m.content or "" for m in messages if m.role == "system"), "")
-    tools_canon = canonical_json([json.loads(t) for t in tools])
-    if chain is None:
-        chain = prefix_chain(messages)
-    return CacheKey(_h(template_version, tokenizer_version, policy_version, system, tools_canon,
-                       chain[-1] if chain else "", extra))
+def prompt_key(context: BuildContext, tools: Sequence[str], chain: Sequence[str],
+               add_generation_prompt: bool) -> CacheKey:
+    """The key of one assembled prompt, and the only place keys are made: the build context's
+    fingerprint (every setting that changes the output), the tool schemas exactly as the client
+    sent them (templates render them in that key order), the message chain, the generation flag."""
+    return CacheKey(_h(f"prompt/{KEY_FORMAT}", context.fingerprint, _h(*tools) if tools else "",
+                       chain[-1] if chain else "", "gen" if add_generation_prompt else "nogen"))

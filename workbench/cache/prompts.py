@@ -1,39 +1,26 @@
 """Whole assembled prompts as cache entries: what a process stores so another can reuse it.
 
 An entry holds the prompt text, its token ids and, in the metadata, the segment table and the
-render-stage diagnostics, as JSON. It is keyed by the prompt's cache key (template, tokenizer,
-policies, system prompt, tools, the message fingerprint chain) plus what else changes the
-render: the generation-prompt flag and the template arguments. A later request whose messages
-start with those messages finds it and extends it (workbench/incremental.py), in this process
-or another one through Redis.
+render-stage diagnostics, as JSON. It is keyed by the prompt's cache key (workbench/cache/keys.py:
+the build context's fingerprint, the tools, the message fingerprint chain, the generation flag).
+A later request whose messages start with those messages finds it and extends it
+(workbench/incremental.py), in this process or another one through Redis.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..conversation import canonical_json
 from ..diagnostics import Diagnostic
 from ..segments import Segment
-from .keys import CacheKey, cache_key
 from .store import CacheEntry
 
 FORMAT = 1
 _KINDS = ("system", "tools", "message", "generation_prompt", "bos", "preamble")
 _ROLES = (None, "system", "user", "assistant", "tool")
-
-
-def prompt_key(*, template_version: str, tokenizer_version: str, policy_version: str, tools: Sequence[str],
-               messages: Sequence, chain: Sequence[str], add_generation_prompt: bool,
-               template_kwargs: dict[str, Any]) -> CacheKey:
-    kw = hashlib.sha256(canonical_json(template_kwargs).encode()).hexdigest()[:16]
-    return cache_key(template_version=template_version, tokenizer_version=tokenizer_version,
-                     policy_version=policy_version, tools=tools, messages=messages, chain=chain,
-                     extra=f"prompt/{FORMAT}/gen={int(add_generation_prompt)}/kw={kw}")
 
 
 def to_entry(text: str, ids: np.ndarray, segments: Sequence[Segment], diagnostics: Sequence[Diagnostic],
@@ -50,7 +37,8 @@ def to_entry(text: str, ids: np.ndarray, segments: Sequence[Segment], diagnostic
 
 
 def from_entry(entry: CacheEntry, source: str) -> tuple[str, np.ndarray, list[Segment], list[Diagnostic], int]:
-    """(text, ids, segments marked with `source`, render diagnostics, message count); ValueError if malformed."""
+    """(text, ids, segments marked with `source`, render diagnostics, message count); ValueError if malformed.
+    Every field is checked for type and range: an entry is read, never trusted."""
     meta = entry.meta
     if meta.get("format") != FORMAT:
         raise ValueError("another prompt-entry format")
@@ -58,11 +46,13 @@ def from_entry(entry: CacheEntry, source: str) -> tuple[str, np.ndarray, list[Se
     ids = entry.token_ids
     text = entry.text
     segs: list[Segment] = []
-    if len(table) % 7:
-        raise ValueError("segment table length")
+    if not isinstance(table, list) or len(table) % 7 or not all(type(v) is int for v in table):
+        raise ValueError("segment table")
     prev_end = prev_char = 0
     for i in range(0, len(table), 7):
         k, r, seq, start, end, c0, c1 = table[i:i + 7]
+        if not (0 <= k < len(_KINDS) and 0 <= r < len(_ROLES) and seq >= -1):
+            raise ValueError("segment kind, role or seq out of range")
         if start != prev_end or c0 != prev_char or end < start or c1 < c0:
             raise ValueError("segments do not tile the prompt")
         segs.append(Segment(_KINDS[k], _ROLES[r], None if seq < 0 else seq, text[c0:c1], ids[start:end], start, end,
@@ -70,5 +60,14 @@ def from_entry(entry: CacheEntry, source: str) -> tuple[str, np.ndarray, list[Se
         prev_end, prev_char = end, c1
     if prev_end != len(ids) or prev_char != len(text):
         raise ValueError("segments do not cover the prompt")
-    diags = [Diagnostic(lv, code, msg, seq) for lv, code, msg, seq in json.loads(str(meta["diagnostics"]))]
-    return text, ids, segs, diags, int(meta["messages"])  # type: ignore[arg-type]
+    diags = []
+    for d in json.loads(str(meta["diagnostics"])):
+        lv, code, msg, seq = d
+        if lv not in ("info", "warning", "error") or not isinstance(code, str) or not isinstance(msg, str) \
+                or not (seq is None or type(seq) is int):
+            raise ValueError("diagnostic")
+        diags.append(Diagnostic(lv, code, msg, seq))
+    n = meta["messages"]
+    if type(n) is not int or n < 0:
+        raise ValueError("message count")
+    return text, ids, segs, diags, n

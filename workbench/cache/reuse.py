@@ -19,27 +19,21 @@ from ..diagnostics import Diagnostic
 from ..incremental import extend
 from ..segments import Segment, SegmentList, originals
 from ..truncation import estimate_message, estimate_text
-from .keys import CacheKey, prefix_chain
-from .prompts import from_entry, prompt_key, to_entry
+from .keys import CacheKey, prefix_chain, prompt_key
+from .prompts import from_entry, to_entry
 from .store import CacheEntry
 
 if TYPE_CHECKING:
     from ..assembler import Assembler
+    from ..context import BuildContext
 
 # How many shorter prefixes of a request to look up as earlier prompts of the same conversation
 # (a new turn adds a reply and a user message, or a few tool rounds).
 PREFIX_PROBES = 8
 
 
-def key_for(asm: "Assembler", conv: Conversation, chain: Sequence[str], add_generation_prompt: bool) -> CacheKey:
-    t = asm.template
-    return prompt_key(template_version=t.version, tokenizer_version=asm.tokenizer.version,
-                      policy_version=asm.config.cleaning.version, tools=conv.tools, messages=conv.messages,
-                      chain=chain, add_generation_prompt=bool(add_generation_prompt), template_kwargs=asm._kwargs())
-
-
-def from_cache(asm: "Assembler", conv: Conversation, add_generation_prompt: bool, budget: int | None
-               ) -> Built | None:
+def from_cache(asm: "Assembler", conv: Conversation, add_generation_prompt: bool, budget: int | None,
+               ctx: "BuildContext") -> Built | None:
     """This exact prompt from the cache; else an earlier prompt of the conversation, extended; else a
     cold assembly through the cache's single flight. None when the prompt is headed for truncation."""
     cache = asm.cache
@@ -57,21 +51,22 @@ def from_cache(asm: "Assembler", conv: Conversation, add_generation_prompt: bool
                 return None
         est = int(acc)
     chain = prefix_chain(msgs)
-    key = key_for(asm, conv, chain, add_generation_prompt)
+    key = prompt_key(ctx, conv.tools, chain, add_generation_prompt)
+    vocab = asm.tokenizer.vocab_size
     entry, src = cache.get(key)
     if entry is not None:
-        built = from_entry_built(conv, entry, src, add_generation_prompt)
+        built = from_entry_built(conv, entry, src, add_generation_prompt, vocab)
         if built is not None and (budget is None or built.used <= budget):
             return built
     for j in range(len(msgs) - 1, max(len(msgs) - 1 - PREFIX_PROBES, 0), -1):
         head = conv.with_messages(msgs[:j])
-        e, src = cache.get(key_for(asm, head, chain[:j], True))
+        e, src = cache.get(prompt_key(ctx, conv.tools, chain[:j], True))
         if e is None:
             continue
-        prev = from_entry_built(head, e, src, True)
+        prev = from_entry_built(head, e, src, True, vocab)
         if prev is None:
             break
-        inc = extend(asm, Previous.of(prev, src), conv, add_generation_prompt)
+        inc = extend(asm, Previous.of(prev, src, ctx.fingerprint), conv, add_generation_prompt, ctx)
         if inc is not None and (budget is None or inc.used <= budget):
             inc.gen = add_generation_prompt
             return inc
@@ -79,7 +74,7 @@ def from_cache(asm: "Assembler", conv: Conversation, add_generation_prompt: bool
     made: list[Built] = []
 
     def build() -> CacheEntry:
-        b = asm._build(conv, add_generation_prompt)
+        b = asm._build(conv, add_generation_prompt, ctx)
         b.gen = add_generation_prompt
         made.append(b)
         e = to_entry(b.text, b.ids, b.segments, b.diags, len(msgs))
@@ -94,29 +89,34 @@ def from_cache(asm: "Assembler", conv: Conversation, add_generation_prompt: bool
     if made:
         made[0].stored, made[0].estimated = True, est
         return made[0]
-    return from_entry_built(conv, entry, src, add_generation_prompt)
+    return from_entry_built(conv, entry, src, add_generation_prompt, vocab)
 
 
-def from_entry_built(conv: Conversation, entry: CacheEntry, src: str, add_generation_prompt: bool
-                     ) -> Built | None:
+def from_entry_built(conv: Conversation, entry: CacheEntry, src: str, add_generation_prompt: bool,
+                     vocab_size: int) -> Built | None:
     try:
         text, ids, segs, diags, n = from_entry(entry, "fresh")
     except (ValueError, KeyError, TypeError, IndexError):
         return None  # a malformed entry is a miss
     if n != len(conv.messages):
         return None
+    if len(ids) and vocab_size and int(ids.max()) >= vocab_size:
+        return None  # an id this vocabulary does not have: not a prompt it made
+    seqs = {m.sequence for m in conv.messages}
+    if any(s.seq is not None and s.seq not in seqs for s in segs):
+        return None
     built = Built(conv, text, SegmentList(segs, len(segs), src), ids, list(diags), (), 0.0, 0.0)
     built.inspected, built.reused, built.stored, built.gen = True, len(segs), True, add_generation_prompt
     return built
 
 
-def store(asm: "Assembler", conv: Conversation, chain: Sequence[str], result, built: Built) -> None:  # type: ignore[no-untyped-def]
-    """Write an assembled prompt through to the cache, for later requests of its conversation."""
+def store(asm: "Assembler", conv: Conversation, key: CacheKey, result) -> None:  # type: ignore[no-untyped-def]
+    """Write an assembled prompt through to the cache under its key, for later requests of its conversation."""
     assert asm.cache is not None
     entry = to_entry(result.text, result.token_ids, originals(result.segments), result.render_diagnostics,
                      len(conv.messages))
     if entry is not None:
-        asm.cache.put(key_for(asm, conv, chain, built.gen), entry)
+        asm.cache.put(key, entry)
 
 
 class Uncacheable(Exception):
@@ -133,6 +133,7 @@ class Previous:
     segments: list[Segment]
     render_diagnostics: tuple[Diagnostic, ...]
     reuse_source: str
+    context: str = ""
     dropped: tuple = ()
     escaped: tuple = ()
     variables: tuple = ()
@@ -143,5 +144,5 @@ class Previous:
         return self.text_source
 
     @classmethod
-    def of(cls, b: Built, src: str) -> "Previous":
-        return cls(b.conv, b.text, b.ids, originals(b.segments), tuple(b.diags), src)
+    def of(cls, b: Built, src: str, context: str) -> "Previous":
+        return cls(b.conv, b.text, b.ids, originals(b.segments), tuple(b.diags), src, context)

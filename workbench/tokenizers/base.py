@@ -107,18 +107,10 @@ class Tokenizer(ABC):
         """Split at special tokens (except inside `escaped` spans) and encode each piece."""
         pieces: list[tuple[int, int, int | None]] = []   # (start, end, special id or None)
         pos = 0
-        pat = self.special_pattern
-        esc = sorted(escaped)
-        ei = 0
-        for m in (pat.finditer(text) if pat is not None else ()):
-            s, e = m.start(), m.end()
-            while ei < len(esc) and esc[ei][1] <= s:
-                ei += 1
-            if ei < len(esc) and esc[ei][0] <= s and e <= esc[ei][1]:
-                continue  # user text: stays ordinary
+        for s, e, tok in self.control_matches(text, escaped):
             if s > pos:
                 pieces.append((pos, s, None))
-            pieces.append((s, e, self.specials[m.group()]))
+            pieces.append((s, e, self.specials[tok]))
             pos = e
         if pos < len(text):
             pieces.append((pos, len(text), None))
@@ -131,6 +123,42 @@ class Tokenizer(ABC):
                 k += 1
             else:
                 out.append(Chunk(s, e, np.array([sid], dtype=np.uint32), True))
+        return out
+
+    def control_matches(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, str]]:
+        """The special-token strings of `text` that become control tokens: none overlaps an `escaped`
+        span, even in part, so escaped text never lends a character to a control token."""
+        pat = self.special_pattern
+        if pat is None:
+            return []
+        if not escaped:
+            return self.find_specials(text)
+        esc = sorted(escaped)
+        out: list[tuple[int, int, str]] = []
+        ei, pos, n = 0, 0, len(text)
+        while pos <= n:
+            m = pat.search(text, pos)
+            if m is None:
+                break
+            s, e = m.start(), m.end()
+            while ei < len(esc) and esc[ei][1] <= s:
+                ei += 1
+            if ei < len(esc) and esc[ei][0] < e:        # touches escaped text
+                lo, hi = esc[ei]
+                if s < lo:
+                    # Starts in the template's text: a shorter token ending before the escaped span may
+                    # still be the template's own.
+                    short = pat.match(text, s, lo)
+                    if short is not None:
+                        out.append((s, short.end(), short.group()))
+                        pos = short.end()
+                        continue
+                    pos = s + 1
+                else:
+                    pos = max(hi, s + 1)
+                continue
+            out.append((s, e, m.group()))
+            pos = e
         return out
 
     def encode_with_specials(self, text: str) -> TokenIds:
