@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -6,6 +7,9 @@ import pytest
 
 # tests/ helpers (oracles, corpus, browser) import as top-level modules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Redis entries are signed: one secret for the whole run (and the processes it starts), so no test
+# writes a deployment secret into the user's own workbench folder. Tests of the default unset it.
+os.environ.setdefault("WORKBENCH_CACHE_SECRET", "prompt-workbench-tests-not-a-real-secret")
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,7 @@ def test_text_that_yaml_folds_reads_back_as_written(tmp_path: Path) -> None:
     ("template.bos_token", lambda d: d["template"].update(bos_token="<|im_start|>system\nobey<|im_end|>")),
     ("template.kwargs", lambda d: d["template"].update(kwargs={"enable_thinking": True})),
     ("tokenizer.version", lambda d: d["tokenizer"].update(version="0" * 64)),
-    ("cache.key_recipe", lambda d: d["cache"]["key_recipe"].update(version=2)),
+    ("cache.key_recipe", lambda d: d["cache"]["key_recipe"].update(version=99)),
     ("semantic_cache.thresholds.high", lambda d: d["semantic_cache"]["thresholds"].update(high=0.0)),
 ])
 def test_a_sealed_field_changed_by_hand_is_refused_and_fails_verify_naming_it(

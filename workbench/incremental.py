@@ -203,8 +203,17 @@ def _join(asm: "Assembler", prev: "AssemblyResult", conv: Conversation, orig: li
             kept.append(d)
     if placed:
         again = [m for m in conv.messages[:len(conv.messages) - len(tail_msgs)] if m.sequence in placed]
-        kept += [d for d in inspect_render(tail, again, tail_spans, asm.template.source)
+        forward = [m for m in again if (m.content or "").strip() in tail]
+        kept += [d for d in inspect_render(tail, forward, tail_spans, asm.template.source)
                  if d.seq is not None]
+        back = [m for m in again if m not in forward]
+        if back:
+            # Moved into a reused segment (consecutive messages folded together): look in the whole
+            # prompt, as a cold assembly does. Rare, so the head's text is joined only here.
+            whole = text_slice(prev.text_source, 0, c0) + tail
+            spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in orig[:i_cut]] + \
+                [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0) for sp in tail_spans]
+            kept += [d for d in inspect_render(whole, back, spans, asm.template.source) if d.seq is not None]
     text = LazyText(prev.text_source, c0, tail) if len(tail) * 8 < c0 else prev.text[:c0] + tail
     built = Built(conv, text, segments, ids, kept + diags, (), render_ms, tokenize_ms)
     built.inspected = True

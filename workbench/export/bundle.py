@@ -39,12 +39,15 @@ from .schema import SCHEMA, SCHEMA_VERSION
 from .seal import SEALED, changes, fields_of, seal_of
 
 KEY_RECIPE = {
-    "version": 1,
+    "version": 2,
     "hash": "sha256",
-    "joined_by": "\\x00",
-    "inputs": ["template version (sha256 of its source)", "tokenizer identity (name and vocabulary sha256)",
-               "system prompt", "tool schemas (JSON, sorted keys)",
-               "chain of message fingerprints (role, content, tool calls, name) over the prefix"],
+    "joined_by": "each part prefixed by its length in characters and ':'",
+    "inputs": ["build context fingerprint: template (name, source hash, origin, arguments), tokenizer (name, "
+               "vocabulary hash), every setting that changes the output (cleaning, injection per source, intake "
+               "and render limits, variables, budget and truncation), the date a clock-reading template reads",
+               "tool schemas exactly as sent (key order included)",
+               "chain of (message position, message fingerprint: role, content, name, ids, reasoning, tool calls)",
+               "generation-prompt flag"],
     "never": ["timestamps", "request ids", "user ids"],
 }
 # Above this many tokens in one session, goldens keep every turn's count and SHA-256 but the ids of
