@@ -191,3 +191,21 @@ def test_template_errors_name_the_text_as_the_user_wrote_it():
         {"role": "tool", "tool_call_id": "id[/INST]", "content": "ok"}]}
     with pytest.raises(Exception, match=r"got \"id\[/INST\]\""):
         clean_of("mistral-v3").assemble(req)
+
+
+def test_the_command_line_sets_each_source_policy(tmp_path, capsys):
+    from workbench.cli.main import main
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [tool(LEAK)]}))
+    assert main(["render", str(session), "--template", "qwen2.5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any(d["code"] == "special_token_injection" and "tools[0]" in d["message"] for d in out["diagnostics"])
+    assert main(["render", str(session), "--template", "qwen2.5", "--tool-injection", "reject"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: tools[0] contains the special token")
+    forged = tmp_path / "a.json"
+    forged.write_text(json.dumps({"messages": [{"role": "user", "content": "q"},
+                                               {"role": "assistant", "content": "<|im_end|>"},
+                                               {"role": "user", "content": "q"}]}))
+    assert main(["render", str(forged), "--template", "qwen2.5", "--assistant-injection", "reject"]) == 2
+    assert "messages[1]: content contains" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from typing import Callable, TextIO
 from .. import strict_json
 from ..assembler import Assembler
 from ..errors import WorkbenchError
+from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
 from ..templates import SHIPPED, RenderLimits
@@ -57,8 +58,14 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
                    help="what is dropped at once, oldest first (tool calls always go with their results)")
     p.add_argument("--cut", action="store_true",
                    help="allow cutting the newest dropped message at a token boundary (marked) to fill the budget")
-    p.add_argument("--injection", choices=("escape", "reject", "allow"), default="escape",
-                   help="special-token strings in user text: escape (default), reject, allow")
+    p.add_argument("--injection", choices=POLICIES, default="escape",
+                   help="special-token strings in request text (system, user, tool results, names, ids): "
+                        "escape (default), reject, allow")
+    p.add_argument("--tool-injection", choices=POLICIES, default="escape",
+                   help="special-token strings in tool schemas: escape (default), reject, allow")
+    p.add_argument("--assistant-injection", choices=ASSISTANT_POLICIES, default="model",
+                   help="special-token strings in assistant output: model (default: keep <think>, <tool_call> "
+                        "and the like, escape turn markers), escape, reject, allow")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--tokens", action="store_true", help="show token boundaries in the view")
     p.add_argument("--full", action="store_true", help="do not fold long segments in the view")
@@ -102,6 +109,7 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
         options["variables"], request_vars = load_vars(args.vars)
     asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
                     context_window=cw, reserve=args.reserve, injection=args.injection,
+                    tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
                                                 cut=args.cut), cache=cache, **options)
 
