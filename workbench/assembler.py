@@ -38,7 +38,7 @@ from .incremental import extend, first_change
 from .rewrites import inspect_render
 from .segments import (PendingEncode, Segment, SegmentList, Span, layout, moved_diagnostics, originals,
                        tokenize_spans)
-from .templates.clock import FixedClock, wall_clock
+from .templates.clock import wall_clock
 from .templates import ChatTemplate, Rendered, RenderLimits, get_template, render
 from .tokenizers import Tokenizer, get_tokenizer
 from .truncation import (Plan, Search, TruncationPolicy, _mandatory_error, dropped_records, estimate_message,
@@ -342,12 +342,10 @@ class Assembler:
         """Special-token strings in the fields of `conv`, by source policy (raises where it is "reject")."""
         return guard(conv, self.tokenizer, self._policies, self._avoid)
 
-    def _inputs(self, conv: Conversation, g: Guarded | None, ctx: BuildContext
+    def _inputs(self, conv: Conversation, g: Guarded | None
                 ) -> tuple[list[dict], list[dict] | None, dict[str, Any]]:
         """What the template is given: messages and tools (escaped strings as placeholders), arguments."""
         kw = self._kw
-        if ctx.instant is not None:
-            kw = {**kw, "strftime_now": FixedClock(ctx.instant)}
         if g is not None:
             return g.messages, g.tools, kw
         return conv.to_template_messages(), conv.tool_schemas() or None, kw
@@ -357,10 +355,10 @@ class Assembler:
         t = self.template
         ctx = ctx or self.context_at()
         g = self._guard(conv)
-        tmsgs, tools, kw = self._inputs(conv, g, ctx)
+        tmsgs, tools, kw = self._inputs(conv, g)
         with _unmasked(g):
             r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kw,
-                       limits=self.config.render_limits)
+                       limits=self.config.render_limits, now=ctx.instant)
         return g.restore(r)[0].text if g is not None else r.text
 
     def _splice(self, base: "Built", conv: Conversation, add_generation_prompt: bool,
@@ -465,7 +463,7 @@ class Assembler:
         injection diagnostics of the rendered messages."""
         t = self.template
         g = self._guard(conv)
-        tmsgs, tools, kw = self._inputs(conv, g, ctx)
+        tmsgs, tools, kw = self._inputs(conv, g)
         escapes = g is not None and g.escapes
         # Shipped templates report where they test add_generation_prompt (tests hold that to a
         # second render); other templates get the second render.
@@ -476,12 +474,12 @@ class Assembler:
         with _unmasked(g):
             r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
                        kwargs=kw, track=True, track_generation=known, limits=self.config.render_limits,
-                       sink=None if escapes else pending.feed)
+                       sink=None if escapes else pending.feed, now=ctx.instant)
             gen_start = None
             if add_generation_prompt and not known and "add_generation_prompt" in t.source:
                 # The generation prompt is what the render adds when asked for it.
                 plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
-                               limits=self.config.render_limits).text
+                               limits=self.config.render_limits, now=ctx.instant).text
                 if r.text.startswith(plain) and len(plain) < len(r.text):
                     gen_start = len(plain)
         escaped: list[tuple[int, int]] = []

@@ -1,25 +1,13 @@
-"""The clock a template reads through `strftime_now`, fixed for one assembly.
+"""The clock a template reads through `strftime_now`.
 
-transformers gives templates `strftime_now(format)`, formatting the wall clock. An assembly reads
-one instant, which also goes into its cache key (workbench/context.py): the date in the key is the
-date in the prompt, even across midnight.
+transformers gives templates `strftime_now(format)`, formatting the wall clock. An assembly reads the
+clock once and renders with that instant (`render(now=...)`), which also goes into its cache key
+(workbench/context.py): the date in the key is the date in the prompt, even across midnight.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-
-
-class FixedClock:
-    """`strftime_now` at one instant (a plain object, so it can travel to a render worker)."""
-
-    __slots__ = ("instant",)
-
-    def __init__(self, instant: datetime):
-        self.instant = instant
-
-    def __call__(self, fmt: str) -> str:
-        return self.instant.strftime(fmt)
 
 
 def wall_clock() -> datetime:
