@@ -1,4 +1,4 @@
-"""Segment cache keys: SHA-256 over \\x00-joined stable inputs, chained over the prefix.
+"""Prompt cache keys: SHA-256 over length-prefixed stable inputs, chained over the prefix.
 
 Nothing volatile goes in: no timestamps, request ids or user ids (a template that reads the clock
 puts what it reads in the build context). Each message has a content fingerprint; the chain makes a
