@@ -15,7 +15,7 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -460,21 +460,43 @@ class Assembler:
                 ) -> tuple[Rendered, int | None, PendingEncode, list[tuple[int, int]], list[Diagnostic]]:
         """Render (tracked), start encoding the output as it comes, and find the generation prompt.
         Also: the character spans to encode as plain text (escaped special-token strings) and the
-        injection diagnostics of the rendered messages."""
-        t = self.template
+        injection diagnostics of the rendered messages.
+
+        The fields are checked while the encode of the first render runs on other threads (the
+        common case finds nothing, and the check costs no time on the path to the ids). When some
+        field's text is to be escaped, the template renders again, given placeholders for it."""
+        pending = PendingEncode(self.tokenizer)
+        r, gen_start = self._render_once(conv, add_generation_prompt, ctx, None, pending.feed)
         g = self._guard(conv)
+        escaped: list[tuple[int, int]] = []
+        if g is not None and g.escapes:
+            pending = PendingEncode(self.tokenizer)   # the first output is not the prompt: never read
+            r, gen_start = self._render_once(conv, add_generation_prompt, ctx, g, None)
+            if gen_start is not None:
+                r.gen_reads.append(gen_start)   # moved with the other positions
+            r, escaped = g.restore(r)
+            if gen_start is not None:
+                gen_start = r.gen_reads.pop()
+        if add_generation_prompt and self.template.origin == "shipped":
+            last_start = max(r.starts.values(), default=0)
+            if r.gen_reads and last_start <= r.gen_reads[-1] < len(r.text):
+                gen_start = r.gen_reads[-1]
+        pending.finish(r.text)
+        return r, gen_start, pending, escaped, list(g.diagnostics) if g is not None else []
+
+    def _render_once(self, conv: Conversation, add_generation_prompt: bool, ctx: BuildContext,
+                     g: Guarded | None, sink: Callable[[str], None] | None) -> tuple[Rendered, int | None]:
+        """One tracked render (of the placeholders' inputs when `g` is given), and where the
+        generation prompt starts when a second render is needed to know it (before any restore)."""
+        t = self.template
         tmsgs, tools, kw = self._inputs(conv, g)
-        escapes = g is not None and g.escapes
         # Shipped templates report where they test add_generation_prompt (tests hold that to a
         # second render); other templates get the second render.
         known = t.origin == "shipped"
-        # The (GIL-free) encode starts while the template renders and overlaps the Python work
-        # after it. Not when text is escaped: the output is not the prompt until it is restored.
-        pending = PendingEncode(self.tokenizer)
         with _unmasked(g):
             r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
                        kwargs=kw, track=True, track_generation=known, limits=self.config.render_limits,
-                       sink=None if escapes else pending.feed, now=ctx.instant)
+                       sink=sink, now=ctx.instant)
             gen_start = None
             if add_generation_prompt and not known and "add_generation_prompt" in t.source:
                 # The generation prompt is what the render adds when asked for it.
@@ -482,20 +504,7 @@ class Assembler:
                                limits=self.config.render_limits, now=ctx.instant).text
                 if r.text.startswith(plain) and len(plain) < len(r.text):
                     gen_start = len(plain)
-        escaped: list[tuple[int, int]] = []
-        if escapes:
-            assert g is not None
-            if gen_start is not None:
-                r.gen_reads.append(gen_start)   # moved with the other positions
-            r, escaped = g.restore(r)
-            if gen_start is not None:
-                gen_start = r.gen_reads.pop()
-        if add_generation_prompt and known:
-            last_start = max(r.starts.values(), default=0)
-            if r.gen_reads and last_start <= r.gen_reads[-1] < len(r.text):
-                gen_start = r.gen_reads[-1]
-        pending.finish(r.text)
-        return r, gen_start, pending, escaped, list(g.diagnostics) if g is not None else []
+        return r, gen_start
 
     async def assemble_async(self, request: Any, **kw: Any) -> AssemblyResult:
         return await asyncio.to_thread(self.assemble, request, **kw)

@@ -30,31 +30,37 @@ class CacheKey:
 
 
 def _h(*parts: str) -> str:
-    # Each part carries its length: text may hold any character, \x00 included, so a separator alone
-    # would let two different lists of parts join to the same bytes (another request's prompt).
-    # Intake refuses lone surrogates, so plain UTF-8 (the fast codec path) always works.
-    return hashlib.sha256("".join(f"{len(p)}:{p}" for p in parts).encode("utf-8")).hexdigest()
+    # The parts' lengths are hashed too: text may hold any character, \x00 included, so a separator
+    # alone would let two different lists of parts join to the same bytes (another request's prompt).
+    # One join, one copy of the text, as before; intake refuses lone surrogates, so UTF-8 always works.
+    h = hashlib.sha256("\x00".join(parts).encode("utf-8"))
+    h.update(repr(tuple(map(len, parts))).encode("ascii"))
+    return h.hexdigest()
 
 
-def _field(v: str | None) -> str:
-    # None and "" must hash differently: a leading tag keeps the fields unambiguous.
-    return "\x01" if v is None else "\x02" + v
+def _message_parts(m: Message) -> tuple[str, ...]:
+    """What a message's fingerprint covers. None and "" differ (the flags part says which fields are
+    None); the lengths in `_h` keep the parts apart, so no text is copied to tag it."""
+    c, n, i, r = m.content, m.name, m.tool_call_id, m.reasoning
+    if n is None and i is None and r is None and not m.tool_calls:
+        return (m.role, "1111" if c is None else "0111", c or "")   # most messages
+    parts = [m.role, f"{c is None:d}{n is None:d}{i is None:d}{r is None:d}", c or "", n or "", i or "", r or ""]
+    for tc in m.tool_calls:
+        parts += [tc.id, tc.name, tc.arguments]
+    return tuple(parts)
 
 
 def message_fingerprint(m: Message) -> str:
-    parts = [m.role, _field(m.content), _field(m.name), _field(m.tool_call_id), _field(m.reasoning)]
-    for tc in m.tool_calls:
-        parts += [tc.id, tc.name, tc.arguments]
-    return _h(*parts)
+    return _h(*_message_parts(m))
 
 
 def prefix_chain(messages: Iterable[Message], root: str = "") -> list[str]:
-    """chain[i] = H(chain[i-1], sequence of message i, fingerprint(message i)). The sequence is in the
-    chain because segments and diagnostics name it: the same text at another position in the
-    request is another prompt."""
+    """chain[i] = H(chain[i-1], sequence of message i, message i's fingerprinted parts), one hash per
+    message. The sequence is in the chain because segments and diagnostics name it: the same text at
+    another position in the request is another prompt."""
     out, prev = [], root
     for m in messages:
-        prev = _h(prev, str(m.sequence), message_fingerprint(m))
+        prev = _h(prev, str(m.sequence), *_message_parts(m))
         out.append(prev)
     return out
 

@@ -41,7 +41,7 @@ from .seal import SEALED, changes, fields_of, seal_of
 KEY_RECIPE = {
     "version": 2,
     "hash": "sha256",
-    "joined_by": "each part prefixed by its length in characters and ':'",
+    "joined_by": "the parts' lengths in characters, then the parts joined by \\x00",
     "inputs": ["build context fingerprint: template (name, source hash, origin, arguments), tokenizer (name, "
                "vocabulary hash), every setting that changes the output (cleaning, injection per source, intake "
                "and render limits, variables, budget and truncation), the date a clock-reading template reads",
