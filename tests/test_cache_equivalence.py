@@ -198,3 +198,27 @@ def test_cached_results_equal_fresh_ones(redis_server: RedisServer, case):  # no
 @given(case=scenario())
 def test_cached_results_equal_fresh_ones_long(redis_server: RedisServer, case):  # noqa: F811
     check(redis_server, *case)
+
+
+def test_an_entry_this_vocabulary_could_not_have_made_is_a_miss():
+    """Ids past the vocabulary (4e9), or segments naming messages the request does not have, are not
+    used, even from a cache that holds them under the right key (a writer that had the secret)."""
+    from workbench.cache.store import CacheEntry
+    cache = TwoTierCache()
+    asm = Assembler(template="qwen2.5", cache=cache)
+    req = {"messages": [{"role": "user", "content": "hello there"}]}
+    first = asm.assemble(req)
+    entry, _ = cache.get(first.cache_key)
+    assert entry is not None
+    fresh = outcome(lambda: Assembler(template="qwen2.5", cache=None).assemble(req))
+    forged_ids = entry.token_ids.copy()
+    forged_ids[3] = 4_000_000_000
+    table = json.loads(str(entry.meta["segments"]))
+    table[2] = 7   # the first segment's message: one the request does not have
+    for spoiled in (CacheEntry(entry.text, forged_ids, dict(entry.meta)),
+                    CacheEntry(entry.text, entry.token_ids, {**entry.meta, "segments": json.dumps(table)})):
+        cache.clear_local()
+        cache.put(first.cache_key, spoiled)
+        got = asm.assemble(req)
+        assert outcome(lambda: got) == fresh
+        assert {s.source for s in got.segments} == {"fresh"}
