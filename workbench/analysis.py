@@ -157,7 +157,7 @@ def _generated(asm: Assembler, prev: AssemblyResult, reply: Message | None) -> t
     gen = prev.segments[-1] if prev.segments and prev.segments[-1].kind == "generation_prompt" else None
     body = prev.text[: gen.char_start] if gen else prev.text
     gen_text = gen.text if gen else ""
-    rendered = asm._plain(conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+    rendered = asm.render_text(conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
     if not rendered.startswith(body):
         return "", False  # the reply changes what came before it: the next prompt shows the rewrite
     part = rendered[len(body):]

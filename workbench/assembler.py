@@ -350,6 +350,11 @@ class Assembler:
             return g.messages, g.tools, kw
         return conv.to_template_messages(), conv.tool_schemas() or None, kw
 
+    def render_text(self, conv: Conversation, add_generation_prompt: bool) -> str:
+        """The template's text for `conv` (untracked, escaped strings restored), no tokens: what
+        prefix analysis compares."""
+        return self._plain(conv, add_generation_prompt)
+
     def _plain(self, conv: Conversation, add_generation_prompt: bool, ctx: BuildContext | None = None) -> str:
         """The render of `conv` as text, untracked (escaped strings restored)."""
         t = self.template
