@@ -21,7 +21,7 @@ TOOLS = ROOT / "tools"
 
 def _run(script: str, *args: str) -> str:
     done = subprocess.run([sys.executable, str(TOOLS / script), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -45,3 +45,13 @@ def test_semantic_set_is_its_source_expanded(tmp_path: Path, script: str, commit
     out = tmp_path / Path(committed).name
     _run(script, str(out))
     _assert_same_bytes(out, ROOT / committed)
+
+
+def test_sample_sessions_are_their_sources_expanded(tmp_path: Path) -> None:
+    _run("make_sample_sessions.py", "--out", str(tmp_path), "--no-summary")
+    written = sorted(p.name for p in tmp_path.iterdir())
+    committed = sorted(p.name for p in (ROOT / "sample_sessions").glob("*.json"))
+    # every committed session has a source, and every source a committed session
+    assert written == committed
+    for name in written:
+        _assert_same_bytes(tmp_path / name, ROOT / "sample_sessions" / name)
