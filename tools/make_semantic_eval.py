@@ -19,7 +19,8 @@ current question); ``should_hit`` says whether the cached answer is right for th
 The notation of the source file is described at its top.
 
 The held-out set has its own source and its own expander (make_semantic_heldout.py): it was
-written apart from this set, which the rules were tuned on, and shares nothing with it.
+written apart from this set, which the rules were tuned on, and shares no data and no
+case-building code with it (only the YAML reader, datafile.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ per line with keys ``context``, ``cached_context``, ``category``, ``should_hit``
 
 The set was written independently of the main evaluation set and of the cache's
 rules, so it can check whether they generalise; that is why it has its own source
-and its own expander, sharing nothing with make_semantic_eval.py.  Every case is
+and its own expander, sharing no data and no case-building code with
+make_semantic_eval.py (only the YAML reader, datafile.py).  Every case is
 hand-written data: 20 scenarios x {en, zh} x 6 categories = 240 cases.  No
 randomness; the output is byte-for-byte deterministic, and
 tests/test_generated_data.py checks that the committed file is exactly what this
