@@ -10,9 +10,9 @@ changing that order changes the committed files (tests/test_generated_data.py sa
 from __future__ import annotations
 
 from .common import Builder
+from .drawn_ids import call_ids, timestamped_requests
 from .handbook import handbook_rag
 from .incident import incident_logs
-from .requests import call_ids, timestamped_requests
 from .research import research_chat
 from .support import support_chat
 
