@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tools" / "data" / "sample_sessions"
 DEFAULT_OUT = ROOT / "sample_sessions"
 
-# The order of a session's fields in the files (SPEC 5's order).
+# The order of a session's fields in the files (SPEC 7.1's shapes; the files have always had it).
 FIELD_ORDER = ("format", "title", "description", "context_window", "variables", "system", "messages",
                "requests", "tools")
 
