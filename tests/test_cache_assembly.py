@@ -13,6 +13,7 @@ import pytest
 from redis_server import RedisServer, redis_server  # noqa: F401  (fixture)
 
 from workbench import Assembler
+from workbench.assembly import cached
 from workbench.cache import TwoTierCache
 from workbench.sessions import load_session
 
@@ -64,11 +65,11 @@ def test_local_only_cache_is_the_default_and_exact() -> None:
     same_as_cold(nxt, TURNS[4])
 
 
-def test_200_concurrent_assemblies_render_once() -> None:
+def test_200_concurrent_assemblies_render_once(monkeypatch: pytest.MonkeyPatch) -> None:
     asm = Assembler(template="qwen2.5", cache=TwoTierCache())
     renders = 0
     lock = threading.Lock()
-    original = asm._build
+    original = cached.exact
 
     def counting(*a, **k):  # type: ignore[no-untyped-def]
         nonlocal renders
@@ -76,7 +77,7 @@ def test_200_concurrent_assemblies_render_once() -> None:
             renders += 1
         return original(*a, **k)
 
-    asm._build = counting  # type: ignore[method-assign]
+    monkeypatch.setattr(cached, "exact", counting)   # the cache's cold assembly
     barrier = threading.Barrier(200)
     out = []
 

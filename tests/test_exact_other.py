@@ -106,7 +106,7 @@ PHI4_FAILS = cases(require={"tool_calls"})  # an assistant turn with only tool c
 def test_phi4_text_and_ids(case):
     a, msgs, tools, agp = view("phi4", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(PHI4_OFFICIAL, msgs, tools, agp, **a._kwargs())
+    assert r.text == render_src(PHI4_OFFICIAL, msgs, tools, agp, **dict(a.context.kwargs))
     assert r.tokenizer["name"] == "phi4"
     assert r.token_ids.tolist() == phi4_oracle_ids(r.text)
     check_segments(r)
@@ -116,7 +116,7 @@ def test_phi4_text_and_ids(case):
 def test_phi4_tool_calls_fail_like_official(case):
     a, msgs, tools, agp = view("phi4", case)
     with pytest.raises(Exception):
-        render_src(PHI4_OFFICIAL, msgs, tools, agp, **a._kwargs())
+        render_src(PHI4_OFFICIAL, msgs, tools, agp, **dict(a.context.kwargs))
     with pytest.raises(TemplateError):
         a.assemble(case.request())
 
@@ -173,7 +173,7 @@ def ds_hf():
 @pytest.mark.parametrize("case", DS_CMP, ids=lambda c: c.name)
 def test_deepseek_text_vs_v31(case):
     a, msgs, tools, agp = view("deepseek-v3", case)
-    expected = render_src(official_template(DEEPSEEK_V31), msgs, tools, agp, **a._kwargs())
+    expected = render_src(official_template(DEEPSEEK_V31), msgs, tools, agp, **dict(a.context.kwargs))
     r = a.assemble(case.request())
     assert r.text == expected.replace("<think></think>", "")
     assert r.text.startswith("<｜begin▁of▁sentence｜>")
@@ -268,7 +268,7 @@ GEMMA_SYSTEM = cases(require={"system"}, exclude={"tool_calls"})
 def test_gemma3_text_vs_gemma2(case):
     a, msgs, tools, agp = view("gemma3", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(GEMMA2), msgs, tools, agp, **a._kwargs())
+    assert r.text == render_src(official_template(GEMMA2), msgs, tools, agp, **dict(a.context.kwargs))
     assert r.text.startswith("<bos><start_of_turn>user\n")
     check_segments(r)
 
@@ -281,7 +281,7 @@ def test_gemma3_system_folded_into_first_user_turn(case):
     first = msgs[1]
     folded = [dict(first, content=msgs[0]["content"] + "\n\n" + first["content"].strip())] + msgs[2:]
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(GEMMA2), folded, tools, agp, **a._kwargs())
+    assert r.text == render_src(official_template(GEMMA2), folded, tools, agp, **dict(a.context.kwargs))
     assert r.text.startswith("<bos><start_of_turn>user\n" + SYS + "\n\n")
     check_segments(r)
     # the system message has no segment of its own: it lives in the first user turn
@@ -349,7 +349,7 @@ def chatml_oracle_ids(text: str) -> list[int]:
 def test_chatml_text_vs_qwen3(case):
     a, msgs, tools, agp = view("chatml", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(QWEN3), msgs, tools, agp, **a._kwargs())
+    assert r.text == render_src(official_template(QWEN3), msgs, tools, agp, **dict(a.context.kwargs))
     check_segments(r)
 
 

@@ -260,7 +260,7 @@ RAW: dict[str, tuple[list[dict], list | None]] = {
 @pytest.mark.parametrize("case", _all_cases(), ids=lambda c: c.name)
 def test_qwen25_text(case):
     a, msgs, tools, agp = template_view("qwen2.5", case)
-    expected = official_render(QWEN25, msgs, tools, agp, **a._kwargs())
+    expected = official_render(QWEN25, msgs, tools, agp, **dict(a.context.kwargs))
     r = a.assemble(case.request())
     assert r.text == expected
     check_segments(r)
@@ -298,7 +298,7 @@ def test_qwen25_own_system_and_tools_segments():
 @pytest.mark.parametrize("case", _all_cases(), ids=lambda c: c.name)
 def test_qwen3_text(case):
     a, msgs, tools, agp = template_view("qwen3", case)
-    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **a._kwargs())
+    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **dict(a.context.kwargs))
     r = a.assemble(case.request())
     assert r.text == expected
     check_segments(r)
@@ -323,7 +323,7 @@ def test_qwen3_official_fails_where_content_is_missing():
                          ids=lambda c: c.name)
 def test_qwen3_enable_thinking_false(case):
     a, msgs, tools, agp = template_view("qwen3", case, template_kwargs={"enable_thinking": False})
-    kw = a._kwargs()
+    kw = dict(a.context.kwargs)
     assert kw["enable_thinking"] is False  # handed to the template as a variable, like transformers does
     expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **kw)
     r = a.assemble(case.request())
@@ -336,7 +336,7 @@ def test_qwen3_enable_thinking_true_is_plain():
     case = CASES[0]
     a, msgs, tools, agp = template_view("qwen3", case, template_kwargs={"enable_thinking": True})
     r = a.assemble(case.request())
-    assert r.text == official_render(QWEN3, msgs, tools, agp, **a._kwargs())
+    assert r.text == official_render(QWEN3, msgs, tools, agp, **dict(a.context.kwargs))
     assert r.text.endswith("<|im_start|>assistant\n")
 
 

@@ -131,7 +131,7 @@ def check(template: str, req: dict) -> None:
             asm.assemble(req)
         return
     got = asm.assemble(req)
-    special = asm._special_str
+    special = asm.context.special_of_id
     assert [int(i) for i in got.token_ids if int(i) in special] == \
         [int(i) for i in expected.token_ids if int(i) in special]
     text, pos = [], 0

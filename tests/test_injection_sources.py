@@ -35,7 +35,7 @@ FORGED = {
 
 
 def controls(asm: Assembler, ids: np.ndarray) -> list[int]:
-    return [int(i) for i in ids if int(i) in asm._special_str]
+    return [int(i) for i in ids if int(i) in asm.context.special_of_id]
 
 
 def clean_of(template: str, **kw) -> Assembler:
@@ -132,7 +132,7 @@ def test_assistant_output_keeps_model_tokens_and_escapes_turn_markers():
     assert tokens.count("<|im_start|>") == 4 and tokens.count("<|im_end|>") == 3
     strict = clean_of("qwen3", assistant_injection="escape").assemble(
         {"messages": [{"role": "user", "content": "q"}, think]})
-    assert not [t for t in controls(asm, strict.token_ids) if asm._special_str[t] in ("<think>", "</think>")] \
+    assert not [t for t in controls(asm, strict.token_ids) if asm.context.special_of_id[t] in ("<think>", "</think>")] \
         or "<think>" in asm.template.source  # the template may write <think> itself; the user's stays text
     with pytest.raises(InjectionError, match=r"messages\[1\]: content .*assistant_injection"):
         clean_of("qwen3", assistant_injection="reject").assemble(

@@ -124,7 +124,7 @@ def _gen_start_by_second_render(a: Assembler, req: dict) -> int | None:
     from workbench.cleaning import clean
     from workbench.templates import render
     conv, _ = clean(a.normalize(req)[0], a.config.cleaning)
-    kw = a._kwargs()
+    kw = dict(a.context.kwargs)
     t = a.template
     args = (t.source, t.name, conv.to_template_messages())
     with_gp = render(*args, tools=conv.tool_schemas() or None, add_generation_prompt=True, kwargs=kw).text

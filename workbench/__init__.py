@@ -1,12 +1,10 @@
 """Prompt Workbench: chat messages -> prompt text -> exact, segmented token ids."""
 
-from .assembler import Assembler, AssemblerConfig
+from .assembly import Assembler, AssemblerConfig, AssemblyResult, Session
 from .cleaning import CleaningPolicy
 from .conversation import Conversation, Message, ToolCall
 from .errors import WorkbenchError
 from .export import load_bundle
-from .result import AssemblyResult
-from .session import Session
 from .sessions import load_session
 from .truncation import TruncationPolicy
 from .variables import VariableConfig, VariableSpec

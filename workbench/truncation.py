@@ -25,16 +25,57 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Callable, Literal, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
 from .conversation import Message
 from .errors import BudgetError
-from .result import Dropped
 from .tokenizers.base import Tokenizer
 
 Unit = tuple[int, ...]  # indices into the conversation's messages
+
+
+class Dropped(NamedTuple):
+    """A message truncation dropped. (A named tuple: a long history drops thousands at once.)"""
+
+    seq: int
+    reason: str
+    code: str = "oldest_first"   # oldest_first | tool_pair | same_unit
+    role: str | None = None
+
+    def to_json(self) -> dict:
+        return {"seq": self.seq, "reason": self.reason, "code": self.code, "role": self.role}
+
+
+class DroppedList(Sequence):
+    """The dropped messages, built on first look (a long history drops thousands; most callers
+    only count them). Compares equal to a tuple or list of the same Dropped items."""
+
+    __slots__ = ("_make", "_n", "_items")
+
+    def __init__(self, make: Callable[[], list[Dropped]], n: int):
+        self._make, self._n, self._items = make, n, None
+
+    def _all(self) -> list[Dropped]:
+        if self._items is None:
+            self._items = self._make()
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self._all()[i]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (tuple, list, DroppedList)) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"DroppedList({self._all()!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +202,24 @@ def estimate_message(m: Message) -> float:
     return n
 
 
-class Built(Protocol):
-    used: int
+def newest_first(cost: Callable[[int], float], n: int, start: float, limit: float) -> tuple[float, int]:
+    """Add cost(n-1), cost(n-2), ... to `start`, newest first, stopping as soon as the sum passes
+    `limit`: (the sum, the index of the oldest one added; n when none were). A prompt headed for
+    truncation costs the estimate of a few recent messages, not of its whole history."""
+    acc, i = start, n
+    while i > 0:
+        i -= 1
+        acc += cost(i)
+        if acc > limit:
+            break
+    return acc, i
+
+
+class Candidate(Protocol):
+    """What `fit` needs of an assembly of a window: its size, and each message's exact count."""
+
+    @property
+    def used(self) -> int: ...
 
     def seq_tokens(self) -> dict[int, int]: ...
 
@@ -177,9 +234,9 @@ class Search:
 
 
 def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: float, ratio: float,
-        build: Callable[[int], Built], splice: Callable[[Built, int, int], Built | None],
-        first: tuple[Built, int] | None = None, search: Search | None = None,
-        estimates: list[float] | None = None) -> tuple[Built, int]:
+        build: Callable[[int], Candidate], splice: Callable[[Candidate, int, int], Candidate | None],
+        first: tuple[Candidate, int] | None = None, search: Search | None = None,
+        estimates: list[float] | None = None) -> tuple[Candidate, int]:
     """The smallest k (units dropped, oldest first) whose exact assembly fits `budget`.
 
     `build(k)` assembles the conversation without its k oldest units; `splice(base, base_k, k)`
@@ -243,7 +300,7 @@ def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: fl
         if pred > budget and j >= n:
             only = base if base_k == n else build(n)
             if only.used > budget:
-                raise _mandatory_error(only, budget)
+                raise mandatory_error(only, budget)
             j = n
         cand = splice(base, base_k, j) if j > base_k else None
         if cand is not None:
@@ -264,7 +321,7 @@ def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: fl
         return cand, j
 
 
-def _mandatory_error(only: Built, budget: int) -> BudgetError:
+def mandatory_error(only: Candidate, budget: int) -> BudgetError:
     parts = getattr(only, "parts", {}) or {}
     over = only.used - budget
     listed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in parts.items() if v)

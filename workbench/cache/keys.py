@@ -11,7 +11,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..context import BuildContext
 from ..conversation import Message
 
 KEY_FORMAT = 2   # 2: keys derive from the build context
@@ -71,10 +70,10 @@ def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) 
     return head + tuple(prefix_chain(messages[start:], head[-1] if head else ""))
 
 
-def prompt_key(context: BuildContext, tools: Sequence[str], chain: Sequence[str],
-               add_generation_prompt: bool) -> CacheKey:
+def prompt_key(context: str, tools: Sequence[str], chain: Sequence[str], add_generation_prompt: bool) -> CacheKey:
     """The key of one assembled prompt, and the only place keys are made: the build context's
-    fingerprint (every setting that changes the output), the tool schemas exactly as the client
-    sent them (templates render them in that key order), the message chain, the generation flag."""
-    return CacheKey(_h(f"prompt/{KEY_FORMAT}", context.fingerprint, _h(*tools) if tools else "",
+    fingerprint (`context`: every setting that changes the output, workbench/assembly/context.py),
+    the tool schemas exactly as the client sent them (templates render them in that key order), the
+    message chain, the generation flag."""
+    return CacheKey(_h(f"prompt/{KEY_FORMAT}", context, _h(*tools) if tools else "",
                        chain[-1] if chain else "", "gen" if add_generation_prompt else "nogen"))

@@ -144,7 +144,7 @@ def _num(v: float | int | None) -> str:
     return repr(float(v))
 
 
-def _family(out: list[str], name: str, kind: str, help_: str,
+def prom_family(out: list[str], name: str, kind: str, help_: str,
             samples: list[tuple[str, dict[str, str], float | int | None]], prefix: str = _P) -> None:
     out.append(f"# HELP {prefix}{name} {help_}")
     out.append(f"# TYPE {prefix}{name} {kind}")
@@ -154,8 +154,8 @@ def _family(out: list[str], name: str, kind: str, help_: str,
                    f"{prefix}{name}{suffix} {_num(value)}")
 
 
-def _latency(out: list[str], name: str, help_: str, s: LatencySummary, prefix: str = _P) -> None:
-    _family(out, name, "summary", help_, [
+def prom_latency(out: list[str], name: str, help_: str, s: LatencySummary, prefix: str = _P) -> None:
+    prom_family(out, name, "summary", help_, [
         ("", {"quantile": "0.5"}, s.p50_s),
         ("", {"quantile": "0.95"}, s.p95_s),
         ("_sum", {}, s.sum_s),
@@ -166,38 +166,38 @@ def _latency(out: list[str], name: str, help_: str, s: LatencySummary, prefix: s
 def render_prometheus(m: MetricsSnapshot) -> str:
     out: list[str] = []
     by_tier = lambda d: [("", {"tier": t}, d[t]) for t in TIERS]  # noqa: E731
-    _family(out, "hits_total", "counter", "Lookups answered by the tier.", by_tier(m.hits))
-    _family(out, "misses_total", "counter", "Lookups the tier could not answer.", by_tier(m.misses))
-    _family(out, "hit_ratio", "gauge", "hits / (hits + misses) per tier, 0 before any lookup.",
+    prom_family(out, "hits_total", "counter", "Lookups answered by the tier.", by_tier(m.hits))
+    prom_family(out, "misses_total", "counter", "Lookups the tier could not answer.", by_tier(m.misses))
+    prom_family(out, "hit_ratio", "gauge", "hits / (hits + misses) per tier, 0 before any lookup.",
             by_tier(m.hit_rate))
-    _family(out, "builds_total", "counter", "Entries built on a miss.", [("", {}, m.builds)])
-    _family(out, "build_failures_total", "counter", "Builds that raised (then cached as negative entries).",
+    prom_family(out, "builds_total", "counter", "Entries built on a miss.", [("", {}, m.builds)])
+    prom_family(out, "build_failures_total", "counter", "Builds that raised (then cached as negative entries).",
             [("", {}, m.build_failures)])
-    _family(out, "singleflight_waits_total", "counter",
+    prom_family(out, "singleflight_waits_total", "counter",
             "Callers that waited for another caller's build of the same key.",
             [("", {}, m.singleflight_waits)])
-    _family(out, "negative_hits_total", "counter",
+    prom_family(out, "negative_hits_total", "counter",
             "Requests answered by a cached build error instead of a new build.",
             [("", {}, m.negative_hits)])
-    _family(out, "faults_total", "counter", "Redis tier faults by kind; none reaches the caller.",
+    prom_family(out, "faults_total", "counter", "Redis tier faults by kind; none reaches the caller.",
             [("", {"kind": k}, m.faults[k]) for k in FAULT_KINDS])
-    _family(out, "redis_skipped_total", "counter", "Redis calls skipped while the tier backs off.",
+    prom_family(out, "redis_skipped_total", "counter", "Redis calls skipped while the tier backs off.",
             [("", {}, m.redis_skipped)])
-    _family(out, "redis_enabled", "gauge", "1 when a Redis tier is configured.",
+    prom_family(out, "redis_enabled", "gauge", "1 when a Redis tier is configured.",
             [("", {}, int(m.redis_enabled))])
-    _family(out, "redis_oversize_puts_total", "counter",
+    prom_family(out, "redis_oversize_puts_total", "counter",
             "Entries over the value cap, kept out of Redis (served by the local tier only).",
             [("", {}, m.redis_oversize_puts)])
-    _family(out, "redis_secret", "gauge",
+    prom_family(out, "redis_secret", "gauge",
             "1 for where the Redis tier's HMAC secret came from; deployment or process: other machines "
             "cannot share entries until WORKBENCH_CACHE_SECRET is set.",
             [("", {"source": s}, int(m.redis_secret == s)) for s in SECRET_SOURCES])
-    _family(out, "local_bytes", "gauge", "Bytes held by the local tier.", [("", {}, m.local_bytes)])
-    _family(out, "local_capacity_bytes", "gauge", "Byte cap of the local tier.",
+    prom_family(out, "local_bytes", "gauge", "Bytes held by the local tier.", [("", {}, m.local_bytes)])
+    prom_family(out, "local_capacity_bytes", "gauge", "Byte cap of the local tier.",
             [("", {}, m.local_capacity_bytes)])
-    _family(out, "local_entries", "gauge", "Entries held by the local tier.", [("", {}, m.local_entries)])
-    _family(out, "evictions_total", "counter", "Local entries evicted to stay under the byte cap.",
+    prom_family(out, "local_entries", "gauge", "Entries held by the local tier.", [("", {}, m.local_entries)])
+    prom_family(out, "evictions_total", "counter", "Local entries evicted to stay under the byte cap.",
             [("", {}, m.evictions)])
-    _latency(out, "get_seconds", "Latency of get (both tiers).", m.get_latency)
-    _latency(out, "put_seconds", "Latency of put (write-through).", m.put_latency)
+    prom_latency(out, "get_seconds", "Latency of get (both tiers).", m.get_latency)
+    prom_latency(out, "put_seconds", "Latency of put (write-through).", m.put_latency)
     return "\n".join(out) + "\n"

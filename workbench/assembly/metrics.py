@@ -12,7 +12,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from .cache.metrics import LATENCY_WINDOW, LatencySummary, _family, _latency, latency_summary
+from ..cache.metrics import LATENCY_WINDOW, LatencySummary, latency_summary, prom_family, prom_latency
 
 if TYPE_CHECKING:
     from .result import AssemblyResult
@@ -52,7 +52,7 @@ class AssemblySnapshot:
         out: list[str] = []
 
         def fam(name: str, kind: str, help_: str, samples: list) -> None:  # type: ignore[type-arg]
-            _family(out, name, kind, help_, samples, _P)
+            prom_family(out, name, kind, help_, samples, _P)
 
         fam("total", "counter", "Assemblies: cold, incremental (an earlier prompt extended) or cached (reused whole).",
             [("", {"mode": m}, n) for m, n in self.assemblies.items()])
@@ -63,7 +63,7 @@ class AssemblySnapshot:
         fam("segment_reuse_ratio", "gauge", "local / all segments.", [("", {}, self.reuse_ratio)])
         fam("render_seconds_total", "counter", "Time spent rendering chat templates.", [("", {}, self.render_s)])
         fam("tokenize_seconds_total", "counter", "Time spent tokenizing.", [("", {}, self.tokenize_s)])
-        _latency(out, "seconds", "Assembly latency.", self.latency, _P)
+        prom_latency(out, "seconds", "Assembly latency.", self.latency, _P)
         fam("truncations_total", "counter", "Assemblies that dropped messages to fit the budget.",
             [("", {}, self.truncations)])
         fam("dropped_messages_total", "counter", "Messages dropped by truncation.", [("", {}, self.dropped_messages)])

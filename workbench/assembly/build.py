@@ -1,0 +1,206 @@
+"""The stages of one exact assembly: render, lay out, tokenize, diagnose.
+
+Each is a function of the build context and a conversation; none keeps state. `exact` runs them
+all; incremental assembly (incremental.py), the prompt cache (cached.py) and truncation
+(truncate.py) call the pieces they need.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from ..conversation import Conversation
+from ..diagnostics import Diagnostic
+from ..errors import TemplateError
+from ..injection import Guarded, guard
+from ..rewrites import inspect_render
+from ..segments import PendingEncode, Segment, Span, layout, moved_diagnostics, tokenize_spans
+from ..templates import Rendered, render
+from .built import Built
+from .context import BuildContext
+
+
+class Rendering(NamedTuple):
+    """A tracked render laid out into spans, with what the tokenizer needs to know about it."""
+
+    text: str
+    spans: list[Span]
+    pending: PendingEncode                 # the encode of `text`, started while it rendered
+    escaped: list[tuple[int, int]]         # character spans to encode as plain text
+    injection: list[Diagnostic]            # what the fields' special-token strings got
+    render_ms: float
+
+
+def exact(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, inspect: bool = True) -> Built:
+    """One exact assembly (rewrite diagnostics only when `inspect`: a truncation window needs counts)."""
+    r = render_spans(ctx, conv, add_generation_prompt)
+    t1 = time.perf_counter()
+    diags = list(r.injection)
+    if inspect:
+        # Python work that needs no token ids runs now, while the encode finishes on other threads.
+        diags += inspect_render(r.text, conv.messages, r.spans, ctx.template.source)
+    segments, ids, moved = tokenize_spans(r.text, r.spans, ctx.tokenizer, r.escaped,
+                                          None if r.escaped else r.pending)
+    diags += moved_diagnostics(moved)
+    return Built(conv, r.text, segments, ids, tuple(diags), tuple(r.escaped), r.render_ms,
+                 (time.perf_counter() - t1) * 1e3, spans=tuple(r.spans), inspected=inspect,
+                 gen=add_generation_prompt)
+
+
+def render_spans(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool) -> Rendering:
+    """Render (tracked), start encoding the output as it comes, and lay it out into spans.
+
+    The fields are checked while the encode of the first render runs on other threads (the common
+    case finds nothing, and the check costs no time on the path to the ids). When some field's text
+    is to be escaped, the template renders again, given placeholders for it."""
+    t0 = time.perf_counter()
+    pending = PendingEncode(ctx.tokenizer)
+    r, gen_start = _render_once(ctx, conv, add_generation_prompt, None, pending.feed)
+    g = fields_guard(ctx, conv)
+    escaped: list[tuple[int, int]] = []
+    if g is not None and g.escapes:
+        pending = PendingEncode(ctx.tokenizer)   # the first output is not the prompt: never read
+        r, gen_start = _render_once(ctx, conv, add_generation_prompt, g, None)
+        if gen_start is not None:
+            r.gen_reads.append(gen_start)   # moved with the other positions
+        r, escaped = g.restore(r)
+        if gen_start is not None:
+            gen_start = r.gen_reads.pop()
+    if add_generation_prompt and ctx.shipped:
+        last_start = max(r.starts.values(), default=0)
+        if r.gen_reads and last_start <= r.gen_reads[-1] < len(r.text):
+            gen_start = r.gen_reads[-1]
+    pending.finish(r.text)
+    spans = layout(r.text, conv.messages, r.starts, gen_start=gen_start, tools_start=r.tools_start,
+                   bos_token=ctx.bos_token)
+    return Rendering(r.text, spans, pending, escaped, list(g.diagnostics) if g is not None else [],
+                     (time.perf_counter() - t0) * 1e3)
+
+
+def fields_guard(ctx: BuildContext, conv: Conversation) -> Guarded | None:
+    """Special-token strings in the fields of `conv`, by source policy (raises where it is "reject")."""
+    return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid)
+
+
+def _inputs(conv: Conversation, g: Guarded | None) -> tuple[list[dict], list[dict] | None]:
+    """What the template is given: messages and tools, escaped strings as placeholders."""
+    if g is not None:
+        return g.messages, g.tools
+    return conv.to_template_messages(), conv.tool_schemas() or None
+
+
+def _render_once(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, g: Guarded | None,
+                 sink: Callable[[str], None] | None) -> tuple[Rendered, int | None]:
+    """One tracked render (of the placeholders' inputs when `g` is given), and where the generation
+    prompt starts when a second render is needed to know it (before any restore)."""
+    t = ctx.template
+    tmsgs, tools = _inputs(conv, g)
+    limits, kw, now = ctx.render_limits, dict(ctx.kwargs), ctx.instant
+    with _unmasked(g):
+        r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kw,
+                   track=True, track_generation=ctx.shipped, limits=limits, sink=sink, now=now)
+        gen_start = None
+        if add_generation_prompt and not ctx.shipped and "add_generation_prompt" in t.source:
+            # The generation prompt is what the render adds when asked for it.
+            plain = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=False, kwargs=kw,
+                           limits=limits, now=now).text
+            if r.text.startswith(plain) and len(plain) < len(r.text):
+                gen_start = len(plain)
+    return r, gen_start
+
+
+def render_text(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool) -> str:
+    """The template's text for `conv` (untracked, escaped strings restored), no tokens."""
+    t = ctx.template
+    g = fields_guard(ctx, conv)
+    tmsgs, tools = _inputs(conv, g)
+    with _unmasked(g):
+        r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
+                   kwargs=dict(ctx.kwargs), limits=ctx.render_limits, now=ctx.instant)
+    return g.restore(r)[0].text if g is not None else r.text
+
+
+def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_prompt: bool) -> Built | None:
+    """`base` without the segments of messages `conv` no longer has, if that is provably exact.
+
+    Exact when a plain render of `conv` is the spliced text (the template renders the kept messages
+    the same without the dropped ones) and every cut starts at a special token (encoding is split
+    at special tokens, so the ids on either side cannot change).
+    """
+    if base.escaped or not ctx.tokenizer.specials:
+        return None
+    t0 = time.perf_counter()
+    kept = _kept_segments(ctx, base.segments, {m.sequence for m in conv.messages})
+    if kept is None:
+        return None
+    g = fields_guard(ctx, conv)
+    if g is not None and g.escapes:
+        return None
+    text = "".join(s.text for s in kept)
+    plain = render_text(ctx, conv, add_generation_prompt)
+    t1 = time.perf_counter()
+    if plain != text:
+        return None
+    out = _retiled(kept)
+    ids = np.concatenate([s.token_ids for s in kept]).astype(np.uint32, copy=False) if kept else \
+        np.zeros(0, dtype=np.uint32)
+    ids.flags.writeable = False
+    out = [Segment(s.kind, s.role, s.seq, s.text, ids[s.start:s.end], s.start, s.end, s.char_start, s.char_end)
+           for s in out]
+    spans = tuple(Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in out)
+    diags = tuple(g.diagnostics) if g is not None else ()
+    return Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
+                 spans=spans, spliced=True, gen=add_generation_prompt)
+
+
+def _kept_segments(ctx: BuildContext, segs: Sequence[Segment], keep: set[int]) -> list[Segment] | None:
+    """The segments of the kept messages, or None unless every cut lands on a whole special token
+    and something is dropped."""
+    kept: list[Segment] = []
+    prev_dropped = False
+    for s in segs:
+        gone = s.seq is not None and s.kind == "message" and s.seq not in keep
+        if gone != prev_dropped:
+            # A cut: the segment on the far side must begin with a special token, whole.
+            lead = ctx.special_of_id.get(int(s.token_ids[0])) if s.token_count else None
+            if lead is None or not s.text.startswith(lead):
+                return None
+        prev_dropped = gone
+        if not gone:
+            kept.append(s)
+    if prev_dropped or len(kept) == len(segs):
+        return None
+    return kept
+
+
+def _retiled(kept: list[Segment]) -> list[Segment]:
+    """The kept segments with their token and character offsets counted from 0 again."""
+    out: list[Segment] = []
+    tpos = cpos = 0
+    for s in kept:
+        n, c = s.token_count, len(s.text)
+        out.append(Segment(s.kind, s.role, s.seq, s.text, s.token_ids, tpos, tpos + n, cpos, cpos + c))
+        tpos, cpos = tpos + n, cpos + c
+    return out
+
+
+@contextmanager
+def _unmasked(g: Guarded | None) -> Iterator[None]:
+    """Errors raised while rendering quote fields as the user wrote them, not their placeholders."""
+    try:
+        yield
+    except TemplateError as exc:
+        if g is None or not g.escapes:
+            raise
+        clear = copy.copy(exc)
+        clear.message, clear.hint = g.unmask(exc.message), exc.hint and g.unmask(exc.hint)
+        clear.args = tuple(g.unmask(a) if isinstance(a, str) else a for a in exc.args)
+        raise clear from None
+
+
+__all__ = ["Rendering", "exact", "fields_guard", "render_spans", "render_text", "splice"]

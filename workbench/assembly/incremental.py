@@ -1,0 +1,250 @@
+"""Incremental assembly: the next request of a session renders and tokenizes only what changed.
+
+The previous result holds the text, ids and segments of a prompt. When the next request starts
+with the same messages, everything before the turn that holds the first change is reused and
+only the rest is rendered and tokenized (`extend`, taking the build context and that result):
+
+- **Probe** (the fast path): render only the system messages, two turns before that turn (anchors)
+  and the tail. The first anchor turn soaks up what templates do to "the first user message"
+  (Gemma folds the system prompt into it, Llama 3.1 puts tools there). The second must render
+  exactly as it did in the previous prompt, or the probe is not trusted. The tail starts at the
+  user message that opens the changed turn, so templates that rewrite the previous turn when a new
+  one arrives re-render it: Qwen 3 strips reasoning, Mistral moves the system prompt and tools to the
+  last user message. Cost follows the change, not the history.
+- **Verified** (any template): render everything, keep the previous ids up to the last segment
+  boundary inside the common text prefix, and tokenize only the rest.
+
+Both paths cut only where a segment starts with a special token. Encoding is split at special
+tokens, so the reused ids are exactly those a cold assembly would produce. Property tests hold the
+incremental ids to a cold assembly for every shipped template.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .._compare import first_difference
+from ..conversation import Conversation, Message
+from ..diagnostics import Diagnostic
+from ..rewrites import inspect_render
+from ..segments import Segment, SegmentList, Span, find_message_segment, moved_diagnostics, originals, tokenize_spans
+from .build import render_spans
+from .built import Built, Tier
+from .context import BuildContext
+from .result import LazyIds, LazyText, ids_array, text_slice
+
+_ROLE = attrgetter("role")
+
+
+class Prior(Protocol):
+    """What extending reads of an earlier prompt: an AssemblyResult, or a prompt from the cache."""
+
+    @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def text_source(self) -> "str | LazyText": ...
+    @property
+    def ids_source(self) -> "np.ndarray | LazyIds": ...
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+    @property
+    def render_diagnostics(self) -> tuple[Diagnostic, ...]: ...
+    @property
+    def dropped(self) -> Sequence[object]: ...
+    @property
+    def escaped(self) -> tuple[tuple[int, int], ...]: ...
+    @property
+    def variables(self) -> tuple[object, ...]: ...
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The freshly rendered end of the prompt, from the message that opens it."""
+
+    msgs: Sequence[Message]
+    text: str
+    spans: list[Span]
+    injection: list[Diagnostic]     # the injection diagnostics of the render it came from
+    render_ms: float
+
+
+def first_change(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """Index of the first message that differs (len of the shorter one if one is a prefix)."""
+    return first_difference(tuple(a), tuple(b))
+
+
+def extend(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool,
+           tier: Tier | None = None) -> Built | None:
+    """The exact assembly of `conv`, reusing `prev` where possible; None when nothing can be reused.
+    `tier`: the cache tier `prev` came from (None: a session's own previous result)."""
+    pc = prev.conversation
+    if prev.dropped or prev.escaped or pc.tools != conv.tools or not prev.segments or prev.variables:
+        return None
+    if len(pc.messages) < 2:
+        # A lone message owns the whole block before it (layout: the system block of a one-message
+        # conversation is that message's); with more messages it may not, so its segments are not reused.
+        return None
+    c = first_change(pc.messages, conv.messages)
+    if c == 0:
+        return None
+    built = _probe(ctx, prev, conv, c, add_generation_prompt) or _verified(ctx, prev, conv, add_generation_prompt)
+    if built is None:
+        return None
+    segments = SegmentList(originals(built.segments), built.reused, tier or "local")
+    return replace(built, segments=segments, first_change=c, hit=tier, gen=add_generation_prompt)
+
+
+def _user_before(msgs: Sequence[Message], i: int, floor: int) -> int | None:
+    """The last user message at an index in [floor, i)."""
+    for j in range(i - 1, floor - 1, -1):
+        if msgs[j].role == "user":
+            return j
+    return None
+
+
+def _special_start(ctx: BuildContext, text: str, pos: int) -> bool:
+    pat = ctx.tokenizer.special_pattern
+    return pat is not None and pat.match(text, pos) is not None
+
+
+def _anchors(msgs: Sequence[Message], c: int) -> tuple[int, int, int, int] | None:
+    """(first non-system message, the two user messages before the changed turn, the user message
+    opening it), or None when the change is too close to the start or a system message intervenes."""
+    first_ns = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+    r = _user_before(msgs, min(c, len(msgs) - 1) + 1, first_ns)
+    a = _user_before(msgs, r, first_ns) if r is not None else None
+    a2 = _user_before(msgs, a, first_ns) if a is not None else None
+    if r is None or a is None or a2 is None or "system" in map(_ROLE, msgs[first_ns:r]):
+        return None
+    return first_ns, a2, a, r
+
+
+def _probe(ctx: BuildContext, prev: Prior, conv: Conversation, c: int, add_generation_prompt: bool
+           ) -> Built | None:
+    """Render only the system messages, two anchor turns and the tail (see the module docstring)."""
+    msgs = conv.messages
+    found = _anchors(msgs, c)
+    if found is None:
+        return None
+    first_ns, a2, a, r = found
+    orig = originals(prev.segments)
+    i_r = find_message_segment(orig, msgs[r].sequence)
+    i_a = find_message_segment(orig, msgs[a].sequence)
+    if i_r is None or i_a is None or not _special_start(ctx, orig[i_r].text, 0):
+        return None
+    probe = render_spans(ctx, conv.with_messages(msgs[:first_ns] + msgs[a2:]), add_generation_prompt)
+    if probe.escaped:
+        return None  # text with special-token strings to escape: the cold path handles the spans
+    start_of: dict[int, int] = {}
+    for sp in probe.spans:
+        if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
+            start_of[sp.seq] = sp.start
+    cut_r, cut_a = start_of.get(msgs[r].sequence), start_of.get(msgs[a].sequence)
+    if cut_r is None or cut_a is None or not _special_start(ctx, probe.text, cut_r):
+        return None
+    # The anchor turn must render exactly as it did in the previous prompt.
+    if probe.text[cut_a:cut_r] != text_slice(prev.text_source, orig[i_a].char_start, orig[i_r].char_start):
+        return None
+    spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in probe.spans
+             if sp.start >= cut_r]
+    return _join(ctx, prev, conv, i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection,
+                                            probe.render_ms))
+
+
+def _verified(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool) -> Built | None:
+    """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
+    full = render_spans(ctx, conv, add_generation_prompt)
+    if full.escaped:
+        return None
+    common = first_difference(_text(prev), full.text)
+    orig = originals(prev.segments)
+    # The last previous segment starting inside the common prefix, at a special token, where the new
+    # render also starts a span, and whose message is unchanged.
+    new_starts = {sp.start: k for k, sp in enumerate(full.spans)}
+    for i in range(len(orig) - 1, 0, -1):
+        s = orig[i]
+        if s.char_start <= common and s.char_start in new_starts and _special_start(ctx, s.text, 0) \
+                and s.kind != "generation_prompt":
+            k, c0 = new_starts[s.char_start], s.char_start
+            spans = [Span(sp.kind, sp.role, sp.seq, sp.start - c0, sp.end - c0) for sp in full.spans[k:]]
+            # The tail's messages: from the first one with a segment there to the end, including those
+            # the template folded into another message's segment (they have none of their own).
+            first = next((sp.seq for sp in full.spans[k:] if sp.seq is not None), None)
+            start = next((j for j, m in enumerate(conv.messages) if m.sequence == first), len(conv.messages))
+            tail = _Tail(conv.messages[start:], full.text[c0:], spans, full.injection, full.render_ms)
+            return _join(ctx, prev, conv, i, tail)
+    return None
+
+
+def _join(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: _Tail) -> Built:
+    """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
+    orig = originals(prev.segments)
+    cut = orig[i_cut]
+    tail_seqs = {m.sequence for m in tail.msgs}
+    # Injection diagnostics of reused messages are already in the previous prompt's.
+    diags = [d for d in tail.injection if d.seq is None or d.seq in tail_seqs]
+    # Python work that needs no token ids runs before the encode (as in a cold assembly).
+    diags += inspect_render(tail.text, tail.msgs, tail.spans, ctx.template.source)
+    t0 = time.perf_counter()
+    fresh, tail_ids, moved = tokenize_spans(tail.text, tail.spans, ctx.tokenizer)
+    tokenize_ms = (time.perf_counter() - t0) * 1e3
+    diags += moved_diagnostics(moved)
+    n0, c0 = cut.start, cut.char_start
+    prev_ids = prev.ids_source
+    ids = LazyIds(prev_ids, n0, tail_ids) if len(tail_ids) * 8 < n0 else \
+        _frozen(np.concatenate([ids_array(prev_ids)[:n0], tail_ids]).astype(np.uint32, copy=False))
+    shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + n0, s.end + n0, s.char_start + c0,
+                       s.char_end + c0) for s in fresh]
+    kept = _kept_diagnostics(ctx, prev, conv, i_cut, tail)
+    text = LazyText(prev.text_source, c0, tail.text) if len(tail.text) * 8 < c0 else _text(prev)[:c0] + tail.text
+    return Built(conv, text, orig[:i_cut] + shifted, ids, tuple(kept + diags), (), tail.render_ms, tokenize_ms,
+                 inspected=True, reused=i_cut)
+
+
+def _kept_diagnostics(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: _Tail
+                      ) -> list[Diagnostic]:
+    """Render diagnostics of the reused messages stay and the tail's are new, except where the
+    template placed a reused message's text elsewhere (Mistral: the system prompt sits in the last
+    user message): those are looked for again."""
+    first_seq = tail.msgs[0].sequence if tail.msgs else None
+    kept: list[Diagnostic] = []
+    placed: set[int] = set()
+    for d in prev.render_diagnostics:
+        if d.seq is None or first_seq is None or d.seq >= first_seq:
+            continue
+        if d.code == "template_moved_content":
+            placed.add(d.seq)
+        else:
+            kept.append(d)
+    if not placed:
+        return kept
+    src = ctx.template.source
+    again = [m for m in conv.messages[:len(conv.messages) - len(tail.msgs)] if m.sequence in placed]
+    forward = [m for m in again if (m.content or "").strip() in tail.text]
+    kept += [d for d in inspect_render(tail.text, forward, tail.spans, src) if d.seq is not None]
+    back = [m for m in again if m not in forward]
+    if back:
+        # Moved into a reused segment (consecutive messages folded together): look in the whole
+        # prompt, as a cold assembly does. Rare, so the head's text is joined only here.
+        orig = originals(prev.segments)
+        c0 = orig[i_cut].char_start
+        whole = text_slice(prev.text_source, 0, c0) + tail.text
+        spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in orig[:i_cut]] + \
+            [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0) for sp in tail.spans]
+        kept += [d for d in inspect_render(whole, back, spans, src) if d.seq is not None]
+    return kept
+
+
+def _text(prev: Prior) -> str:
+    t = prev.text_source
+    return t if isinstance(t, str) else str(t)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

@@ -1,0 +1,183 @@
+"""The typed result of one assembly (SPEC 2.7) and its JSON form (SPEC 7.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..budget import Budget
+from ..cache.keys import CacheKey
+from ..conversation import Conversation
+from ..diagnostics import Diagnostic
+from ..segments import Segment, SegmentList
+from ..truncation import Dropped
+from ..variables import Binding
+
+
+class LazyText:
+    """A prompt text made of an earlier text's head and a new tail, joined only when someone reads it.
+
+    Incremental assembly re-renders the tail of a long prompt; copying the whole text each turn
+    would cost more than everything else it does. The chain of heads is walked iteratively.
+    """
+
+    __slots__ = ("head", "head_len", "tail", "_str")
+
+    def __init__(self, head: "str | LazyText", head_len: int, tail: str):
+        self.head, self.head_len, self.tail = head, head_len, tail
+        self._str: str | None = None
+
+    def __len__(self) -> int:
+        return self.head_len + len(self.tail)
+
+    def slice(self, a: int, b: int) -> str:
+        """text[a:b] without joining the whole text."""
+        node: str | LazyText = self
+        while isinstance(node, LazyText) and node._str is None and b <= node.head_len:
+            node = node.head
+        if isinstance(node, str):
+            return node[a:b]
+        if node._str is not None:
+            return node._str[a:b]
+        if a >= node.head_len:
+            return node.tail[a - node.head_len:b - node.head_len]
+        return text_slice(node.head, a, node.head_len) + node.tail[:b - node.head_len]
+
+    def __str__(self) -> str:
+        if self._str is None:
+            parts: list[str] = []
+            node: str | LazyText = self
+            upto = len(self)
+            while isinstance(node, LazyText) and node._str is None:
+                parts.append(node.tail[:max(upto - node.head_len, 0)])
+                upto = min(upto, node.head_len)
+                node = node.head
+            parts.append((node if isinstance(node, str) else node._str or "")[:upto])
+            self._str = "".join(reversed(parts))
+        return self._str
+
+
+class LazyIds:
+    """Token ids made of an earlier prompt's first `head_len` ids and a new tail, joined on first read.
+
+    The same idea as LazyText, for the id array: an incremental update does not copy the reused
+    prefix. The joined array is read-only and cached.
+    """
+
+    __slots__ = ("head", "head_len", "tail", "_arr")
+
+    def __init__(self, head: "np.ndarray | LazyIds", head_len: int, tail: np.ndarray):
+        self.head, self.head_len, self.tail = head, head_len, tail
+        self._arr: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.head_len + len(self.tail)
+
+    def array(self) -> np.ndarray:
+        if self._arr is None:
+            parts: list[np.ndarray] = []
+            node: np.ndarray | LazyIds = self
+            upto = len(self)
+            while isinstance(node, LazyIds) and node._arr is None:
+                parts.append(node.tail[:max(upto - node.head_len, 0)])
+                upto = min(upto, node.head_len)
+                node = node.head
+            base = node if isinstance(node, np.ndarray) else node._arr
+            assert base is not None
+            parts.append(base[:upto])
+            arr = np.concatenate(parts[::-1]).astype(np.uint32, copy=False)
+            arr.flags.writeable = False
+            self._arr = arr
+        return self._arr
+
+
+def ids_array(ids: "np.ndarray | LazyIds") -> np.ndarray:
+    return ids if isinstance(ids, np.ndarray) else ids.array()
+
+
+def text_slice(text: "str | LazyText", a: int, b: int) -> str:
+    return text[a:b] if isinstance(text, str) else text.slice(a, b)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AssemblyResult:
+    template: dict            # {"name", "version"}
+    tokenizer: dict           # {"name", "version"}
+    text_source: "str | LazyText"   # read `text`; incremental results join it on first read
+    ids_source: "np.ndarray | LazyIds"   # read `token_ids`; incremental results join it on first read
+    segments: Sequence[Segment]  # a tuple, or a SegmentList when earlier segments were reused
+    budget: Budget
+    dropped: Sequence[Dropped]    # a tuple, or a DroppedList (same interface)
+    cache_key: CacheKey
+    diagnostics: tuple[Diagnostic, ...]
+    timings_ms: dict[str, float]
+    conversation: Conversation
+    # The shared-cache entries this assembly used, per tier: its whole prompt, or an earlier prompt of
+    # the conversation it extended (0 or 1 each; a session's own previous result is not a cache hit).
+    cache_hits: dict[str, int] = field(default_factory=lambda: {"local": 0, "redis": 0})
+    # Character spans of user text holding special-token strings, encoded as plain text.
+    escaped: tuple[tuple[int, int], ...] = ()
+    # Prompt-template variables: each with its value, the scope it came from, and who used it.
+    variables: tuple[Binding, ...] = ()
+    # For the next incremental assembly: the message fingerprint chain, and the diagnostics of the
+    # render stage (injection, rewrites), which belong to the messages they name.
+    prefix_chain: tuple[str, ...] = ()
+    render_diagnostics: tuple[Diagnostic, ...] = ()
+    # The fingerprint of the build context (workbench/context.py) it was assembled under: a later
+    # request reuses this result only under the same one.
+    context: str = ""
+
+    @property
+    def text(self) -> str:
+        t = self.text_source
+        if isinstance(t, str):
+            return t
+        s = str(t)
+        object.__setattr__(self, "text_source", s)  # joined once; frozen otherwise
+        return s
+
+    @property
+    def token_ids(self) -> np.ndarray:
+        """np.uint32, read-only."""
+        ids = self.ids_source
+        if isinstance(ids, np.ndarray):
+            return ids
+        arr = ids.array()
+        object.__setattr__(self, "ids_source", arr)  # joined once; frozen otherwise
+        return arr
+
+    @property
+    def total_tokens(self) -> int:
+        return len(self.ids_source)
+
+    @property
+    def reused_segments(self) -> int:
+        """Segments taken from the previous result of the session (0 for a cold assembly)."""
+        return self.segments.reused if isinstance(self.segments, SegmentList) else 0
+
+    @property
+    def cache_key_short(self) -> str:
+        return self.cache_key.short
+
+    def to_json(self) -> dict:
+        return {
+            "template": {"name": self.template["name"], "version": self.template["version"]},
+            "tokenizer": {"name": self.tokenizer["name"], "version": self.tokenizer["version"]},
+            "text": self.text,
+            "token_ids": self.token_ids.tolist(),
+            "total_tokens": self.total_tokens,
+            "segments": [s.to_json() for s in self.segments],
+            "budget": self.budget.to_json(),
+            "params": self.conversation.params.to_json(),
+            "dropped": [d.to_json() for d in self.dropped],
+            "cache_key": self.cache_key.hex,
+            "cache_key_short": self.cache_key.short,
+            "build_context": self.context,
+            "cache_hits": dict(self.cache_hits),
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "escaped_spans": [list(e) for e in self.escaped],
+            "variables": [b.to_json() for b in self.variables],
+            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+        }

@@ -1,0 +1,152 @@
+"""Assembly under a budget: the prompt that fits, what was dropped, and what it cost to find.
+
+The keep rules and the search live in workbench/truncation.py; this module runs them with the
+assembly stages: an exact assembly of a window of recent turns, splices of it, and the cut of the
+newest dropped message when the policy allows one. It also returns the calibrated tokens-per-
+estimate ratio, which the Assembler keeps for the next request (a value passed in and returned,
+never a hidden write).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Sequence
+
+from ..budget import Window
+from ..conversation import Conversation, Message
+from ..diagnostics import Diagnostic, warning
+from ..truncation import (Dropped, DroppedList, Plan, Search, TruncationPolicy, dropped_records, estimate_message,
+                          estimate_text, fit, mandatory_error, newest_first, plan, tail_text)
+from .build import exact, splice
+from .built import Built
+from .context import BuildContext
+
+
+@dataclass(frozen=True)
+class Fitted:
+    built: Built
+    dropped: Sequence[Dropped]
+    made: tuple[Built, ...]               # every exact assembly or splice the search took
+    counts: dict[str, int]                # exact_assemblies, splices
+    estimated: int
+    ratio: float                          # tokens per estimated token, after this request
+    notes: tuple[Diagnostic, ...] = ()
+
+
+@dataclass
+class _Job:
+    """One truncation: what every step reads."""
+
+    ctx: BuildContext
+    conv: Conversation
+    add_generation_prompt: bool
+    budget: int
+    policy: TruncationPolicy
+    ratio: float
+    made: list[Built] = field(default_factory=list)
+
+    @property
+    def msgs(self) -> tuple[Message, ...]:
+        return self.conv.messages
+
+    def build(self, p: Plan, k: int) -> Built:
+        # Rewrite diagnostics wait for the final prompt: windows only need their counts.
+        b = exact(self.ctx, self.conv.with_messages(p.kept(self.msgs, k)), self.add_generation_prompt, inspect=False)
+        self.made.append(b)
+        return b
+
+    def splice(self, p: Plan, base: Built, base_k: int, k: int) -> Built | None:
+        b = splice(self.ctx, base, self.conv.with_messages(p.kept(self.msgs, k)), self.add_generation_prompt)
+        if b is not None:
+            self.made.append(b)
+        return b
+
+
+def fitted(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, win: Window,
+           policy: TruncationPolicy, ratio: float) -> Fitted:
+    """The prompt of `conv` that fits the window's input budget, dropping whole units oldest first."""
+    job = _Job(ctx, conv, add_generation_prompt, win.input_budget, policy, ratio)
+    msgs, budget = job.msgs, job.budget
+    p = plan(msgs, policy)
+    fixed = sum(estimate_message(msgs[i]) for i in p.mandatory) + sum(estimate_text(x) for x in conv.tools)
+    ests = [0.0] * len(p.units)
+
+    def unit(u: int) -> float:
+        ests[u] = sum(estimate_message(msgs[i]) for i in p.units[u]) * ratio
+        return ests[u]
+
+    # Fast estimate, newest first, stopping as soon as it is clearly over: O(kept), not O(history).
+    acc, _ = newest_first(unit, len(p.units), fixed * ratio, budget)
+    search = Search(estimated=int(acc))
+    first = None
+    if acc <= budget * 0.9 or not p.units:
+        # The fast estimate says it fits: the exact count confirms (or truncation starts from it).
+        first = (exact(ctx, conv, add_generation_prompt), 0)
+        job.made.append(first[0])
+        search.builds += 1
+        if first[0].used <= budget or not p.units:
+            if first[0].used > budget:
+                raise mandatory_error(first[0], budget)
+            return Fitted(first[0], (), tuple(job.made), _counts(search), int(acc), ratio)
+    built, k = fit(msgs, p, budget, fixed_estimate=fixed, ratio=ratio, build=partial(job.build, p),
+                   splice=partial(job.splice, p), first=first, search=search, estimates=ests)
+    ratio = calibrated(built, p, k, msgs, ratio)
+    if k and policy.cut:
+        job.ratio = ratio
+        built, k = _cut(job, p, k, built)
+    dropped = DroppedList(partial(dropped_records, msgs, p, k), sum(len(u) for u in p.units[:k]))
+    notes: tuple[Diagnostic, ...] = ()
+    if dropped:
+        notes = (warning("truncated", f"dropped {len(dropped)} message(s), oldest first, to fit the input budget "
+                         f"of {budget} tokens (window {win.context_window} − reserve {win.reserve})"),)
+    return Fitted(built, dropped, tuple(job.made), _counts(search), int(acc), ratio, notes)
+
+
+def _counts(search: Search) -> dict[str, int]:
+    return {"exact_assemblies": search.builds, "splices": search.splices}
+
+
+def calibrated(built: Built, p: Plan, k: int, msgs: Sequence[Message], ratio: float) -> float:
+    """This tokenizer's tokens per estimated token, learned from the kept messages (for the next
+    window); `ratio` unchanged when there is too little text to measure."""
+    counts = built.seq_tokens()
+    est = exact_n = 0.0
+    for u in p.units[k:]:
+        for i in u:
+            est += estimate_message(msgs[i])
+            exact_n += counts.get(msgs[i].sequence, 0)
+    # enough text to measure; recent content predicts the next request best
+    return exact_n / est if est > 200 else ratio
+
+
+def _cut(job: _Job, p: Plan, k: int, built: Built) -> tuple[Built, int]:
+    """Keep the newest dropped unit after all, its longest text cut (from the front) to fill the budget."""
+    msgs, tokenizer, budget = job.msgs, job.ctx.tokenizer, job.budget
+    unit = p.units[k - 1]
+    target = max(unit, key=lambda i: len(msgs[i].content or ""))
+    m = msgs[target]
+    if not m.content or m.tool_calls:
+        return built, k
+    marker = job.policy.cut_marker
+    gone = {j for u in p.units[:k - 1] for j in u}
+    ids = tokenizer.encode_ordinary(m.content)
+    others = sum(estimate_message(msgs[i]) for i in unit if i != target) * job.ratio
+    room = int(budget - built.used - others - 8 - len(tokenizer.encode_ordinary(marker)))
+    room = min(room, len(ids) - 1)  # a cut keeps less than the whole (else the unit would have fit)
+    for _ in range(6):
+        if room <= 0:
+            return built, k
+        tail = tail_text(tokenizer, ids, room)
+        if not tail:
+            return built, k
+        cut_msg = m.with_(content=marker + tail)
+        kept = tuple(cut_msg if i == target else msgs[i] for i in range(len(msgs)) if i not in gone)
+        trial = exact(job.ctx, job.conv.with_messages(kept), job.add_generation_prompt)
+        job.made.append(trial)
+        if trial.used <= budget:
+            note = warning("message_cut", f"{m.role} message cut to its last {room} of {len(ids)} tokens (at a "
+                           "token boundary, marked) to fill the budget", m.sequence)
+            return replace(trial, diags=trial.diags + (note,), cut_seq=m.sequence), k - 1
+        room -= trial.used - budget + 1
+    return built, k
