@@ -173,9 +173,9 @@ def test_the_sdist_and_the_wheel_carry_the_front_end_and_the_sample_sessions(ins
 
 def test_the_installed_package_finds_them_outside_the_checkout(installed: Install) -> None:
     out = json.loads(installed.run(
-        "import importlib.util, json, workbench\n"
+        "import importlib.util, json, os, workbench\n"
         "from workbench.assets import folder, sample_sessions, widget_file\n"
-        "print(json.dumps({'package': workbench.__file__, 'widget': str(widget_file('token_view.js')),\n"
+        "print(json.dumps({'package': os.path.realpath(workbench.__file__), 'widget': str(widget_file('token_view.js')),\n"
         "                  'samples': sample_sessions(), 'torch': importlib.util.find_spec('torch') is not None}))"))
     site = str(installed.venv.resolve())
     assert out["package"].startswith(site) and out["widget"].startswith(site), out
@@ -226,7 +226,7 @@ from workbench.ui.notebook import MessageEditor, TokenView, Workbench
 site = os.path.realpath(sys.prefix)
 for name in ("token_view.js", "token_view.css", "message_editor.js", "message_editor.css"):
     assert str(widget_file(name)).startswith(site), (name, widget_file(name), site)
-assert workbench.__file__.startswith(site), workbench.__file__
+assert os.path.realpath(workbench.__file__).startswith(site), workbench.__file__
 assert str(TokenView._esm) == widget_file("token_view.js").read_text("utf-8")
 assert str(TokenView._css) == widget_file("token_view.css").read_text("utf-8")
 assert str(MessageEditor._esm) == widget_file("message_editor.js").read_text("utf-8")
