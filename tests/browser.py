@@ -53,14 +53,19 @@ def app_command() -> list[str]:
 
 
 class AppServer:
-    """`workbench app ARGS --port FREE --no-show` in a subprocess; `url` once it says it serves."""
+    """`workbench app ARGS --port FREE --no-show` in a subprocess; `url` once it says it serves.
 
-    def __init__(self, *args: str, startup_s: float = 30.0, env: dict[str, str] | None = None):
+    By default this checkout's app (app_command()) in ROOT, with this process's environment plus
+    `env`; `command`, `cwd` and `inherit_env=False` run another install's `workbench app` elsewhere
+    with `env` alone (tests/test_wheel.py)."""
+
+    def __init__(self, *args: str, startup_s: float = 30.0, env: dict[str, str] | None = None,
+                 command: list[str] | None = None, cwd: Path = ROOT, inherit_env: bool = True):
         self.port = free_port()
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*app_command(), *args, "--port", str(self.port), "--no-show"], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                     env={**os.environ, **(env or {})})
+        self.proc = subprocess.Popen([*(command or app_command()), *args, "--port", str(self.port), "--no-show"],
+                                     cwd=cwd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+                                     env={**(os.environ if inherit_env else {}), **(env or {})})
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:

@@ -4,7 +4,9 @@ temporary root directory, on a free port of 127.0.0.1, with a random token and n
 Isolation: the server's config, data and runtime directories (and the kernel's IPython directory)
 are temporary, so nothing under the home directory is read or written. The data directory holds
 one kernelspec, `python3`, whose argv starts with this interpreter (sys.executable): the notebook's
-kernel is the test environment's Python, with `workbench` and ipykernel importable.
+kernel is the test environment's Python, with `workbench` and ipykernel importable. Another Python
+(`kernel_python`, with ipykernel installed) can be the kernel instead, with its own environment
+variables (`kernel_env`): tests/test_wheel.py runs a fresh virtualenv's, where the wheel is installed.
 JUPYTER_PREFER_ENV_PATH=0 puts that temporary data directory first; the environment's own data
 directory (sys.prefix/share/jupyter) stays on the search path after it, which is where the
 front-end extensions the widgets need are installed (`@jupyter-widgets/jupyterlab-manager` from
@@ -30,6 +32,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from browser import free_port
 
 # Page config for the test server: no announcement/news toast over the notebook (it would also ask
@@ -40,7 +44,8 @@ PAGE_CONFIG = {"disabledExtensions": {"@jupyterlab/apputils-extension:announceme
 class LabServer:
     """JupyterLab on 127.0.0.1:<free port>; `url_for(path)` once `/api/status` answers."""
 
-    def __init__(self, *, startup_s: float = 60.0):
+    def __init__(self, *, startup_s: float = 60.0, kernel_python: str = sys.executable,
+                 kernel_env: dict[str, str] | None = None):
         self.tmp = Path(tempfile.mkdtemp(prefix="wb-lab-"))
         self.root = self.tmp / "root"                       # the notebooks the server serves
         config, data, runtime = self.tmp / "config", self.tmp / "data", self.tmp / "runtime"
@@ -51,10 +56,11 @@ class LabServer:
         kernel = data / "kernels" / "python3"
         kernel.mkdir(parents=True)
         (kernel / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": [kernel_python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (ipykernel)",
             "language": "python",
             "metadata": {"debugger": True},
+            **({"env": kernel_env} if kernel_env else {}),
         }, indent=1))
 
         env = {k: v for k, v in os.environ.items()
@@ -134,3 +140,60 @@ class LabServer:
                 self.proc.wait(timeout=10)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return self.proc.returncode
+
+
+# ------------------------------------------------------------------------------ the lab page
+def watch_kernel_connection(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """The URLs of the page's kernel websockets that received a kernel_info_reply, as they do.
+
+    The notebook's execution indicator says "idle" before the page has connected to the kernel at
+    all (idle, then connecting, unknown, idle): "Run All Cells" in that window renders the markdown
+    and leaves the code cell unrun ("[ ]:"). A kernel_info_reply on the page's own kernel
+    connection is the first sure sign that the kernel will take an execute request.
+    """
+    ready: list[str] = []
+
+    def on_websocket(ws) -> None:  # type: ignore[no-untyped-def]
+        if "/api/kernels/" not in ws.url:
+            return
+
+        def on_frame(payload: str | bytes) -> None:
+            data = payload if isinstance(payload, bytes) else payload.encode("utf-8", "replace")
+            if b"kernel_info_reply" in data and ws.url not in ready:
+                ready.append(ws.url)
+
+        ws.on("framereceived", on_frame)
+
+    page.on("websocket", on_websocket)
+    return ready
+
+
+def wait_until(page, done, timeout_ms: int, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Poll `done()` while Playwright delivers the page's events; fail with `what` after the time box."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {timeout_ms / 1000:.0f} s")
+        page.wait_for_timeout(100)
+
+
+def run_all_cells(page, lab: LabServer, name: str, *, page_ms: int, kernel_ms: int,  # type: ignore[no-untyped-def]
+                  step_ms: int):
+    """Open notebook `name` of `lab` in `page`, wait until its kernel takes requests, "Run All
+    Cells", and wait until the last code cell has started; the notebook panel's locator."""
+    from playwright.sync_api import expect
+
+    kernel_ready = watch_kernel_connection(page)
+    page.goto(lab.url_for(f"lab/tree/{name}"), timeout=page_ms)
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    last = notebook.locator(".jp-CodeCell").last
+    expect(last, f"{name} did not open in JupyterLab").to_be_visible(timeout=page_ms)
+    wait_until(page, lambda: kernel_ready, kernel_ms, "the page got no kernel_info_reply from the kernel")
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']"),
+           "the notebook's kernel did not report idle").to_be_attached(timeout=kernel_ms)
+
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()   # "Run All Cells"
+    expect(last.locator(".jp-InputPrompt"), "Run All Cells did not run the code cell"
+           ).not_to_have_text("[ ]:", timeout=step_ms)
+    return notebook

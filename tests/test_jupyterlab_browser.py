@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from browser import ROOT
+from lab_server import run_all_cells
 
 try:
     from playwright.sync_api import expect
@@ -87,40 +88,6 @@ def expected_tokens() -> int:
     return Assembler(template="qwen2.5").assemble(load_session(SESSION).turn(None)).total_tokens
 
 
-def watch_kernel_connection(page) -> list[str]:  # type: ignore[no-untyped-def]
-    """The URLs of the page's kernel websockets that received a kernel_info_reply, as they do.
-
-    The notebook's execution indicator says "idle" before the page has connected to the kernel at
-    all (idle, then connecting, unknown, idle): "Run All Cells" in that window renders the markdown
-    and leaves the code cell unrun ("[ ]:"). A kernel_info_reply on the page's own kernel
-    connection is the first sure sign that the kernel will take an execute request.
-    """
-    ready: list[str] = []
-
-    def on_websocket(ws) -> None:  # type: ignore[no-untyped-def]
-        if "/api/kernels/" not in ws.url:
-            return
-
-        def on_frame(payload: str | bytes) -> None:
-            data = payload if isinstance(payload, bytes) else payload.encode("utf-8", "replace")
-            if b"kernel_info_reply" in data and ws.url not in ready:
-                ready.append(ws.url)
-
-        ws.on("framereceived", on_frame)
-
-    page.on("websocket", on_websocket)
-    return ready
-
-
-def wait_until(page, done, timeout_ms: int, what: str) -> None:  # type: ignore[no-untyped-def]
-    """Poll `done()` while Playwright delivers the page's events; fail with `what` after the time box."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not done():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {timeout_ms / 1000:.0f} s")
-        page.wait_for_timeout(100)
-
-
 def test_the_kernel_is_this_python(lab) -> None:  # type: ignore[no-untyped-def]
     specs = lab.request("/api/kernelspecs")
     assert specs["default"] == "python3"
@@ -137,21 +104,9 @@ def test_the_workbench_renders_and_follows_an_edit_in_a_notebook(lab, browser) -
     console_errors: list[str] = []
     page.on("pageerror", lambda e: page_errors.append(str(e)))
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-    kernel_ready = watch_kernel_connection(page)
     try:
         t0 = time.monotonic()
-        page.goto(lab.url_for(f"lab/tree/{NOTEBOOK}"), timeout=PAGE_MS)
-        notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        expect(notebook.locator(".jp-Cell").nth(1), f"{NOTEBOOK} did not open in JupyterLab"
-               ).to_be_visible(timeout=PAGE_MS)
-        wait_until(page, lambda: kernel_ready, KERNEL_MS, "the page got no kernel_info_reply from the kernel")
-        expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']"),
-               "the notebook's kernel did not report idle").to_be_attached(timeout=KERNEL_MS)
-
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()   # "Run All Cells"
-        expect(notebook.locator(".jp-Cell").nth(1).locator(".jp-InputPrompt"),
-               "Run All Cells did not run the code cell").not_to_have_text("[ ]:", timeout=STEP_MS)
+        notebook = run_all_cells(page, lab, NOTEBOOK, page_ms=PAGE_MS, kernel_ms=KERNEL_MS, step_ms=STEP_MS)
 
         output = notebook.locator(".jp-OutputArea-output")
         view = output.locator(".wb-token-view")

@@ -166,3 +166,9 @@ class ServeRequestError(WorkbenchError):
         self.type = self.TYPES.get(status, "invalid_request_error")
         self.retry_after = retry_after
         super().__init__(f"{param}: {message}" if param else message, hint=hint)
+
+
+class MissingAssetError(WorkbenchError):
+    """A file the package ships is not there: the front end (`widgets/`) or a sample session. The
+    install is incomplete (or a checkout lost its `workbench/_assets/` links); the hint says how to
+    get it back."""

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .._optional import require
+from ..assets import widget_file
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from ..sessions import load_session
@@ -49,8 +50,6 @@ from .viewmodel import Patch, PatchFeed
 pn = require("panel", "the web app")
 import param  # noqa: E402  (comes with panel)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-WIDGETS = ROOT / "widgets"
 # Widget captions: `label` in newer Panel (which deprecates `name` for them), `name` before.
 LABEL = "label" if "label" in pn.widgets.Select.param else "name"
 COLOR = "color" if "color" in pn.widgets.Button.param else "button_type"
@@ -61,8 +60,8 @@ MAX_TEXT = 1_000_000   # characters in an editor (Panel's default, 5000, cuts re
 class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
     """The notebook's token view (same ES module and CSS) in a Panel page, fed by patches."""
 
-    _esm = WIDGETS / "token_view.js"
-    _stylesheets = [(WIDGETS / "token_view.css").read_text("utf-8")]
+    _esm = widget_file("token_view.js")
+    _stylesheets = [widget_file("token_view.css").read_text("utf-8")]
 
     error = param.String(default="", doc="shown inline; the view keeps the last good state")
     sync = param.Integer(default=0, doc="bumped by a newly rendered front end: send it everything")
@@ -94,8 +93,8 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
 class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
     """The notebook's message editor (same ES module and CSS) in a Panel page."""
 
-    _esm = WIDGETS / "message_editor.js"
-    _stylesheets = [(WIDGETS / "message_editor.css").read_text("utf-8")]
+    _esm = widget_file("message_editor.js")
+    _stylesheets = [widget_file("message_editor.css").read_text("utf-8")]
 
     # Panel waits 50 ms (its default debounce) before applying a change from the browser; an edit
     # is one small operation that the Controller coalesces itself, so it is applied at once.

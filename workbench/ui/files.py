@@ -174,7 +174,7 @@ class AppFiles:
                given: str | None = None, samples: dict[str, str] | None = None) -> "AppFiles":
         """The folders: `sessions` (default WORKBENCH_HOME/sessions) and `export_dir` (default
         `exports/` in it). Nothing is created yet (`prepare` does, at start)."""
-        from .state import sample_sessions
+        from ..assets import sample_sessions
         root = ConfinedFolder(sessions if sessions is not None else workbench_home() / "sessions",
                               "the sessions folder")
         out = ConfinedFolder(export_dir if export_dir is not None else root.root / "exports", "the export folder")

@@ -14,10 +14,9 @@ from typing import Any
 
 from .._optional import require
 from ..assembler import Assembler
+from ..assets import widget_file
 from ..result import AssemblyResult
 from .viewmodel import Patch, PatchFeed
-
-WIDGETS = Path(__file__).resolve().parent.parent.parent / "widgets"
 
 _anywidget = require("anywidget", "the notebook widgets")
 _traitlets = require("traitlets", "the notebook widgets")
@@ -26,8 +25,8 @@ _traitlets = require("traitlets", "the notebook widgets")
 class TokenView(PatchFeed, _anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     """The rendered prompt as coloured segments, special tokens marked, token id and segment on hover."""
 
-    _esm = WIDGETS / "token_view.js"
-    _css = WIDGETS / "token_view.css"
+    _esm = widget_file("token_view.js")
+    _css = widget_file("token_view.css")
     header = _traitlets.Dict().tag(sync=True)          # small: totals, budget, diagnostics
     version = _traitlets.Int(0).tag(sync=True)         # bumps with each patch
     error = _traitlets.Unicode("").tag(sync=True)      # shown inline; the view keeps the last good state
@@ -63,8 +62,8 @@ class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     """The messages of a session: add, delete, reorder, edit role, content, tool calls and results.
     Each edit arrives as an operation and goes to `on_op`; text edits are not echoed back."""
 
-    _esm = WIDGETS / "message_editor.js"
-    _css = WIDGETS / "message_editor.css"
+    _esm = widget_file("message_editor.js")
+    _css = widget_file("message_editor.css")
     messages = _traitlets.List().tag(sync=True)
     turn_cut = _traitlets.Int(0).tag(sync=True)
     format = _traitlets.Unicode("openai").tag(sync=True)

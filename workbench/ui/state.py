@@ -21,6 +21,7 @@ from typing import Any
 
 from ..analysis import TurnAnalysis, analyze_turn
 from ..assembler import Assembler
+from ..assets import sample_sessions
 from ..cache.providers import Simulation, TurnPrompt, simulate
 from ..cache.turn_prompts import breakpoints_of, reply_tokens
 from ..errors import WorkbenchError
@@ -30,17 +31,10 @@ from ..templates import RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, EditError, SessionDocument, new_message, parse_json_field
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-SAMPLES = ROOT / "sample_sessions"
 DEFAULT_SESSION = "support_chat.json"
 DEFAULT_TEMPLATE = "qwen2.5"
 AUTO = "auto"                    # the tokenizer: the selected template's own
 PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
-
-
-def sample_sessions() -> dict[str, str]:
-    """File name -> path of every session shipped in `sample_sessions/`."""
-    return {p.name: str(p) for p in sorted(SAMPLES.glob("*.json"))}
 
 
 @dataclass
