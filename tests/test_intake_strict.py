@@ -20,7 +20,7 @@ import pytest
 from workbench import Assembler
 from workbench.errors import RequestError, WorkbenchError
 from workbench.intake import IntakeLimits, normalize
-from workbench.intake.incremental import normalize_next
+from workbench.intake.next_request import normalize_next
 from workbench import strict_json
 
 USER = {"role": "user", "content": "hi"}

@@ -10,7 +10,7 @@ assembler.py the Assembler: composes the above; session.py: successive requests;
 
 from .assembler import Assembler, AssemblerConfig
 from .context import BuildContext
-from .metrics import AssemblyMetrics
+from .assembly_metrics import AssemblyMetrics
 from .result import AssemblyResult
 from .session import Session
 

@@ -36,7 +36,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
-from .metrics import AssemblyMetrics
+from .assembly_metrics import AssemblyMetrics
 from .result import AssemblyResult
 from .session import Session
 from .truncate import Fitted, fitted

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ..cleaning import CleaningPolicy, CleanState, clean_next
 from ..errors import WorkbenchError
 from ..intake import IntakeLimits
-from ..intake.incremental import IntakeState, normalize_next
+from ..intake.next_request import IntakeState, normalize_next
 from .result import AssemblyResult
 
 _TEMPLATE_FLAG = attrgetter("template")
