@@ -166,3 +166,27 @@ class ServeRequestError(WorkbenchError):
         self.type = self.TYPES.get(status, "invalid_request_error")
         self.retry_after = retry_after
         super().__init__(f"{param}: {message}" if param else message, hint=hint)
+
+
+class ProviderParamsError(WorkbenchError):
+    """Provider parameters are wrong: names the file, the preset and the field."""
+
+    def __init__(self, message: str, *, preset: str | None = None, field: str | None = None,
+                 source: str | None = None, hint: str | None = None):
+        self.preset, self.field, self.source = preset, field, source
+        where = [w for w in (source, preset and f"preset {preset!r}", field and f"field {field!r}") if w]
+        super().__init__(f"{', '.join(where)}: {message}" if where else message, hint=hint)
+
+
+class UnknownProviderError(ProviderParamsError):
+    """No preset of that name in the shipped file nor in the user's file."""
+
+
+class SimulationError(WorkbenchError):
+    """A malformed turn, or a request the provider would refuse (too many breakpoints)."""
+
+    def __init__(self, message: str, *, turn: int | None = None, field: str | None = None,
+                 hint: str | None = None):
+        self.turn, self.field = turn, field
+        where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
