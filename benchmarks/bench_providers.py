@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.cache.providers import ProviderParams, TurnPrompt, simulate  # noqa: E402
+from workbench.analysis import ProviderParams, TurnPrompt, simulate  # noqa: E402
 
 TARGET_MTOK_S = 5.0
 SYSTEM = 2_000

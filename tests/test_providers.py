@@ -14,14 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cache import providers
-from workbench.cache.providers import (
-    ProviderParams, ProviderParamsError, SGLangSimulator, SimulationError, TurnPrompt, UnknownProviderError,
-    VLLMSimulator, common_prefix_len, make_simulator, simulate,
+from workbench._compare import first_difference
+from workbench.analysis import providers
+from workbench.analysis.provider_params import ProviderParams
+from workbench.analysis.providers import (
+    PROVIDERS, SGLangSimulator, TurnPrompt, VLLMSimulator, make_simulator, simulate,
 )
-from workbench.errors import WorkbenchError
-
-PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
+from workbench.errors import ProviderParamsError, SimulationError, UnknownProviderError, WorkbenchError
 
 
 def toks(n: int, seed: int = 0) -> np.ndarray:
@@ -343,7 +342,7 @@ def test_sglang_matches_a_brute_force_longest_prefix(prompts: list[list[int]], p
     arrays = [np.asarray(p, np.uint32) for p in prompts]
     got = cached(simulate([TurnPrompt(x) for x in arrays], "sglang", params))
     for k, x in enumerate(arrays):
-        best = max((common_prefix_len(x, y[:len(y) // page * page]) for y in arrays[:k]), default=0)
+        best = max((first_difference(x, y[:len(y) // page * page]) for y in arrays[:k]), default=0)
         assert got[k] == min(best, len(x) - 1) // page * page
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from workbench import Assembler
 from workbench.analysis import analyze
-from workbench.cache.providers import TurnPrompt, simulate
+from workbench.analysis.providers import TurnPrompt, simulate
 from workbench.sessions import load_session
 from workbench.ui.charts import budget_figure, cache_figure, prefix_diff
 

@@ -170,5 +170,29 @@ class ServeRequestError(WorkbenchError):
 
 class MissingAssetError(WorkbenchError):
     """A file the package ships is not there: the front end (`widgets/`) or a sample session. The
-    install is incomplete (or a checkout lost its `workbench/_assets/` links); the hint says how to
+    install is incomplete (or a checkout lost its `workbench/assets/` links); the hint says how to
     get it back."""
+
+
+class ProviderParamsError(WorkbenchError):
+    """Provider parameters are wrong: names the file, the preset and the field."""
+
+    def __init__(self, message: str, *, preset: str | None = None, field: str | None = None,
+                 source: str | None = None, hint: str | None = None):
+        self.preset, self.field, self.source = preset, field, source
+        where = [w for w in (source, preset and f"preset {preset!r}", field and f"field {field!r}") if w]
+        super().__init__(f"{', '.join(where)}: {message}" if where else message, hint=hint)
+
+
+class UnknownProviderError(ProviderParamsError):
+    """No preset of that name in the shipped file nor in the user's file."""
+
+
+class SimulationError(WorkbenchError):
+    """A malformed turn, or a request the provider would refuse (too many breakpoints)."""
+
+    def __init__(self, message: str, *, turn: int | None = None, field: str | None = None,
+                 hint: str | None = None):
+        self.turn, self.field = turn, field
+        where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)

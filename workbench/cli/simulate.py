@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cache.providers import ProviderParams, simulate
-from ..cache.turn_prompts import turn_prompts
+from ..analysis.provider_params import ProviderParams
+from ..analysis.providers import PROVIDERS, simulate
+from ..analysis.turn_prompts import turn_prompts
 from ..sessions import load_session
 from .output import print_json
 from .render import build_assembler, common_options
-
-PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +19,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--provider", default="openai", help=f"{' | '.join(PROVIDERS)} or a preset in --params")
     s.add_argument("--model", default=None, help="model whose prices and minimums apply (a preset's model list)")
     s.add_argument("--params", metavar="FILE", default=None,
-                   help="your provider presets (JSON, same shape as workbench/cache/provider_params.json)")
+                   help="your provider presets (JSON, same shape as workbench/analysis/provider_params.json)")
     s.add_argument("--breakpoints", choices=("explicit", "auto"), default="explicit",
                    help="Anthropic cache_control: the session's own (explicit), or after the tools/system "
                         "block and at the end of each request (auto)")

@@ -1,5 +1,6 @@
 """KV cache arithmetic, no torch needed: bytes per token, a session's KV growth, and the paged view a
-serving engine keeps (fixed-size blocks, shared between requests that start alike).
+serving engine keeps (fixed-size blocks, shared between requests that start alike, named by the
+block-hash chain that the vLLM simulator uses too).
 
 Per token every layer keeps one K and one V vector per KV head: bytes per token = layers × KV heads
 × head dim × 2 × dtype bytes. Grouped-query attention (fewer KV heads than query heads) is why
@@ -11,15 +12,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NewType, Sequence
 
 import numpy as np
 
 from .. import strict_json
+from .._compare import first_difference
 from ..errors import EngineError
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float8": 1, "fp8": 1}
 BLOCK_SIZE = 16   # vLLM's default block size, in tokens
+HASH_ALGOS = ("sha256", "blake2b")   # what a block hash may be computed with (sha256: vLLM's default)
+
+BlockHash = NewType("BlockHash", bytes)   # stands for a full block and every token before it
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ class KVConfig:
             raise EngineError(f"unknown dtype {dtype!r}", hint=f"use one of {', '.join(DTYPE_BYTES)}")
         return replace(self, dtype_bytes=DTYPE_BYTES[dtype])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
                 "dtype_bytes": self.dtype_bytes, "bytes_per_token": self.bytes_per_token}
 
@@ -104,6 +109,35 @@ class PagedTurn:
     held_bytes: int        # of every distinct block of the session so far
 
 
+def block_hashes(ids: np.ndarray, block_size: int = BLOCK_SIZE, *, algo: str = "sha256",
+                 known: Sequence[BlockHash] = ()) -> list[BlockHash]:
+    """The hash chain over the full blocks of `ids`, vLLM's prefix-caching key (kv_cache_utils):
+    hash[i] = H(hash[i-1] + the bytes of block i), the first block's parent being the empty string.
+    Equal hashes, equal prefixes: so equal KV. A partly filled last block has no hash (it is never
+    shared).
+
+    `known`: the hashes of the first blocks of `ids`, already computed (of a previous prompt that
+    shares them); only the blocks after them are hashed.
+
+        >>> ids = np.arange(40, dtype=np.uint32)
+        >>> len(block_hashes(ids, 16)), block_hashes(ids, 16)[:1] == block_hashes(ids[:16], 16)
+        (2, True)
+    """
+    if block_size < 1:
+        raise EngineError(f"block size must be at least 1 (got {block_size})")
+    if algo not in HASH_ALGOS:
+        raise EngineError(f"unknown block hash {algo!r}", hint=f"use one of {', '.join(HASH_ALGOS)}")
+    ids = np.asarray(ids, dtype=np.uint32)
+    hashes = list(known[:len(ids) // block_size])
+    parent = hashes[-1] if hashes else b""
+    raw = memoryview(ids[len(hashes) * block_size:len(ids) // block_size * block_size].tobytes())
+    step, h = block_size * ids.itemsize, getattr(hashlib, algo)
+    for off in range(0, len(raw), step):
+        parent = BlockHash(h(parent + raw[off:off + step]).digest())
+        hashes.append(parent)
+    return hashes
+
+
 def paged_view(prompts: Sequence[np.ndarray], config: str | KVConfig, block_size: int = BLOCK_SIZE) -> list[PagedTurn]:
     """How a paged KV cache holds a session's prompts: per turn, its blocks, how many it shares
     with the blocks already held (full blocks whose whole prefix matches, as vLLM's hash chain
@@ -111,22 +145,20 @@ def paged_view(prompts: Sequence[np.ndarray], config: str | KVConfig, block_size
     if block_size < 1:
         raise EngineError(f"block size must be at least 1 (got {block_size})")
     cfg = kv_config(config)
-    held: set[bytes] = set()     # full blocks, by the key of their whole prefix
+    held: set[BlockHash] = set()     # full blocks, by the hash of their whole prefix
     out = []
+    prev, prev_keys = np.empty(0, np.uint32), list[BlockHash]()
     for k, ids in enumerate(prompts, 1):
         ids = np.asarray(ids, dtype=np.uint32)
         n = len(ids)
         full, partial = divmod(n, block_size)
-        # A full block's key stands for its whole prefix (vLLM's hash chain: each key hashes the
-        # previous key and the block's ids): equal keys, equal KV. A partly filled last block is
-        # never shared.
-        keys, key = [], b""
-        for b in range(full):
-            key = hashlib.blake2b(key + ids[b * block_size:(b + 1) * block_size].tobytes(), digest_size=16).digest()
-            keys.append(key)
+        # The blocks this prompt shares with the previous one hash the same: only the rest is hashed.
+        keep = first_difference(prev, ids) // block_size
+        keys = block_hashes(ids, block_size, known=prev_keys[:keep])
         shared = sum(key in held for key in keys)
         held.update(keys)
         blocks = full + (1 if partial else 0)
         out.append(PagedTurn(k, n, blocks, shared, blocks - shared, cfg.bytes_for(n),
                              (len(held) + (1 if partial else 0)) * block_size * cfg.bytes_per_token))
+        prev, prev_keys = ids, keys
     return out

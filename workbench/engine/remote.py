@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._compare import first_difference
 from ..errors import EngineError
 
 FLAGS_HINT = ("vLLM: --enable-prefix-caching --enable-prompt-tokens-details; "
@@ -113,9 +114,8 @@ class RemoteEngine:
         """Our ids for `result.text` against the server's tokenization of the same text."""
         ours = np.asarray(result.token_ids, dtype=np.uint32)
         theirs = self.tokenize(result.text)
-        n = min(len(ours), len(theirs))
-        diff = np.flatnonzero(ours[:n] != theirs[:n])
-        first = int(diff[0]) if len(diff) else (None if len(ours) == len(theirs) else n)
+        at = first_difference(ours, theirs)
+        first = None if at == len(ours) == len(theirs) else at
         if first is None:
             return Parity(True, len(ours), len(theirs), None, None, "identical ids")
         seg = next((s for s in result.segments if s.start <= first < s.end), None)

@@ -15,8 +15,8 @@ import itertools
 import json
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..cache.providers import TurnPrompt, simulate
-from ..cache.turn_prompts import reply_tokens
+from ..analysis.providers import TurnPrompt, simulate
+from ..analysis.turn_prompts import reply_tokens
 
 if TYPE_CHECKING:
     from ..conversation import Conversation

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
+from .._compare import first_difference
 from ..errors import BundleError
 from ..sessions import load_session
 from . import paths
@@ -122,9 +121,7 @@ def verify(folder: str | Path, sessions: Sequence[str] = (), *, seal: str | None
                 report.drift.append(Drift(name, k, exp["count"], len(ids), None, None, None, None, None))
                 continue
             want = exp["ids"]
-            n = min(len(ids), len(want))
-            diff = np.flatnonzero(ids[:n] != want[:n])
-            i = int(diff[0]) if len(diff) else n
+            i = first_difference(ids, want)
             seg, seq = _locate(r, min(i, len(ids) - 1)) if len(ids) else (None, None)
             report.drift.append(Drift(name, k, len(want), len(ids), i, int(want[i]) if i < len(want) else None,
                                       int(ids[i]) if i < len(ids) else None, seg, seq))

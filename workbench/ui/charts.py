@@ -16,7 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..analysis import TurnAnalysis
-    from ..cache.providers import Simulation
+    from ..analysis.providers import Simulation
     from ..result import AssemblyResult
     from ..tokenizers.base import Tokenizer
 

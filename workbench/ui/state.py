@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import TurnAnalysis, analyze_turn
+from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
+from ..analysis.turn_prompts import breakpoints_of, reply_tokens
 from ..assembler import Assembler
 from ..assets import sample_sessions
-from ..cache.providers import Simulation, TurnPrompt, simulate
-from ..cache.turn_prompts import breakpoints_of, reply_tokens
 from ..errors import WorkbenchError
 from ..result import AssemblyResult
 from ..session import Session
@@ -34,7 +34,6 @@ from .document import Autosave, Edit, EditError, SessionDocument, new_message, p
 DEFAULT_SESSION = "support_chat.json"
 DEFAULT_TEMPLATE = "qwen2.5"
 AUTO = "auto"                    # the tokenizer: the selected template's own
-PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
 
 
 @dataclass

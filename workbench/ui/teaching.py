@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from .._compare import first_difference
 from ..engine.kv import KV_CONFIGS, KVConfig  # noqa: F401 - KVConfig re-exported for the views
 from ..errors import WorkbenchError
 
@@ -183,8 +184,8 @@ def _reuse_numbers(result: "AssemblyResult", previous: "AssemblyResult | None",
     # Without the analysis we only know the previous prompt, not the reply the model generated after it.
     held, new = previous.token_ids, result.token_ids
     n = min(len(held), len(new))
-    diff = np.flatnonzero(held[:n] != new[:n])
-    d = int(diff[0]) if len(diff) else (n if len(held) > len(new) else None)
+    first = first_difference(held, new)
+    d = first if first < n or len(held) > len(new) else None
     return (n if d is None else d), len(held), d
 
 

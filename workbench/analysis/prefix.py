@@ -10,17 +10,17 @@ falls in, and why the prompt changed there, with advice.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from .assembler import Assembler
-from .cache.keys import message_fingerprint
-from .conversation import Conversation, Message, canonical_json
-from .result import AssemblyResult
+from .._compare import first_difference
+from ..assembler import Assembler
+from ..cache.keys import message_fingerprint
+from ..conversation import Conversation, Message, canonical_json
+from ..result import AssemblyResult
 
 # Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
 # written-out dates.
@@ -68,7 +68,7 @@ class Cause:
     advice: str
     seq: int | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "advice": self.advice, "seq": self.seq}
 
 
@@ -85,7 +85,7 @@ class TurnAnalysis:
     result: AssemblyResult
     held: np.ndarray | None = None    # what the engine holds after the previous turn (None on turn 1)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
                 "held_tokens": self.held_tokens, "first_divergence": self.first_divergence,
                 "divergence_seq": self.divergence_seq, "divergence_kind": self.divergence_kind,
@@ -122,13 +122,9 @@ def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversatio
         [prev.token_ids, tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)
     new = res.token_ids
     n = min(len(held), len(new))
-    diff = np.flatnonzero(held[:n] != new[:n])
-    if len(diff):
-        d: int | None = int(diff[0])
-    elif len(held) > len(new):
-        d = len(new)
-    else:
-        d = None
+    # The first token that differs, or the end of this prompt when the engine holds more than it.
+    first = first_difference(held, new)
+    d = first if first < n or len(held) > len(new) else None
     reused = n if d is None else d
     seg = None
     if d is not None:
@@ -164,7 +160,7 @@ def _generated(asm: Assembler, prev: AssemblyResult, reply: Message | None) -> t
     if part.startswith(gen_text):
         text, mismatch = part[len(gen_text):], False
     else:
-        text, mismatch = part[len(os.path.commonprefix([part, gen_text])):], True
+        text, mismatch = part[first_difference(part, gen_text):], True
     # The model stops after its end-of-turn token; what the template writes after it is not generated.
     ends = [(i, t) for t in _END_TOKENS if t in asm.tokenizer.specials and (i := text.find(t)) >= 0]
     if ends:
@@ -208,9 +204,10 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
     if res.dropped and not set(fp_prev) <= set(fp_new):
         causes.append(_cause("truncated", f"truncation dropped {len(res.dropped)} message(s) the previous prompt "
                              f"had; the prompt changes at {where}"))
-    first = next((i for i, (a, b) in enumerate(zip(fp_prev, fp_new)) if a != b), None)
-    if first is None and len(fp_new) < len(fp_prev):
-        first = len(fp_new)
+    # The first of the previous request's messages that this one does not repeat (changed or gone).
+    first: int | None = first_difference(fp_prev, fp_new)
+    if first == len(fp_prev):
+        first = None
     if first is not None and first < len(nc.messages):
         a, b = pc.messages[first], nc.messages[first]
         window = fp_new[first:first + len(fp_prev) - first]

@@ -4,7 +4,9 @@ report as cached for each request of a session, and what each request would cost
 The rules are data: ``provider_params.json`` holds the presets (sizes, TTLs, per-model minimums,
 example prices). Each simulator is a small class whose ``process(turn)`` takes one request and
 returns a ``TurnResult``, so a live workbench can feed turns as they come; ``simulate()`` runs a
-whole session.
+whole session. The vLLM simulator names blocks with the engine's hash chain
+(``engine.kv.block_hashes``) and the SGLang simulator is the engine's radix tree in its simulated
+mode (``engine.radix.RadixKVCache.simulated``): one implementation each, as in SGLang itself.
 
     >>> import numpy as np
     >>> doc = np.arange(3000, dtype=np.uint32)
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import heapq
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, fields
@@ -27,9 +28,11 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-# The presets and their errors live in provider_params.py; they are re-exported from here.
-from .provider_params import (_MILLION, PARAMS_FILE, AnthropicParams, OpenAIParams, Prices, ProviderParams,  # noqa: F401
-                              ProviderParamsError, SGLangParams, SimulationError, UnknownProviderError, VLLMParams)
+from .._compare import first_difference
+from ..engine.kv import BlockHash, block_hashes
+from ..engine.radix import RadixKVCache
+from ..errors import ProviderParamsError, SimulationError
+from .provider_params import MILLION, AnthropicParams, OpenAIParams, ProviderParams, SGLangParams, VLLMParams
 
 DEFAULT_GAP_S = 60.0          # TurnPrompt.time_s None: the turn comes this long after the previous one
 
@@ -109,7 +112,7 @@ class TurnResult:
     time_s: float = 0.0
     detail: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -128,22 +131,13 @@ class Simulation:
     def total_cost(self) -> float:
         return sum(t.cost for t in self.turns)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """SPEC 7.3: {"provider", "turns": [{"turn", "tokens", "cached_tokens", "cost", ...}], "hit_ratio"}."""
         out: dict[str, Any] = {"provider": self.provider, "turns": [t.to_json() for t in self.turns],
                                "hit_ratio": self.hit_ratio, "total_cost": self.total_cost}
         if self.params is not None:
             out.update(kind=self.params.kind, model=self.params.model, params=self.params.to_json())
         return out
-
-
-def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
-    """Length of the longest common prefix of two token arrays."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    diff = np.flatnonzero(a[:n] != b[:n])
-    return int(diff[0]) if diff.size else n
 
 
 # ---------------------------------------------------------------- simulators
@@ -180,7 +174,7 @@ class Simulator:
         billed_writes = written if self.bills_writes else 0
         uncached = n - cached - billed_writes
         cost = (uncached * p.input + cached * p.cached_input + billed_writes * self._write_price()
-                + turn.output_tokens * p.output) / _MILLION
+                + turn.output_tokens * p.output) / MILLION
         return TurnResult(idx, n, cached, written, cost, uncached, turn.output_tokens, t, detail)
 
     def _write_price(self) -> float:
@@ -212,12 +206,12 @@ class OpenAISimulator(Simulator):
         n = len(toks)
         alive = [s for s in self._stored if t - s.last_used <= p.ttl_s]
         expired = len(self._stored) - len(alive)
-        shared = [common_prefix_len(s.tokens, toks) for s in alive]
+        shared = [first_difference(s.tokens, toks) for s in alive]
         best = max(range(len(alive)), key=shared.__getitem__, default=None)
         longest = shared[best] if best is not None else 0
         cacheable = n >= p.min_prefix_tokens
         cached = 0
-        if cacheable and longest >= p.min_prefix_tokens:
+        if best is not None and cacheable and longest >= p.min_prefix_tokens:
             cached = longest - (longest - p.min_prefix_tokens) % p.increment_tokens
             alive[best].last_used = t                      # a hit keeps the entry warm
         if cacheable:
@@ -278,7 +272,7 @@ class AnthropicSimulator(Simulator):
         self._expire(t)
         if not bps:
             return 0, 0, "no cache_control breakpoint: nothing read or written"
-        shared = {sid: common_prefix_len(src, toks) for sid, src in self._sources.items()}
+        shared = {sid: first_difference(src, toks) for sid, src in self._sources.items()}
 
         def live(length: int) -> _Entry | None:
             return next((e for e in self._entries.get(length, ()) if shared[e.source] >= length), None)
@@ -315,11 +309,12 @@ class AnthropicSimulator(Simulator):
 
 
 CHAIN_MEMO = 2048     # prompts whose block-hash chains are remembered (about 1 MB per 16k blocks)
-_CHAINS: OrderedDict[tuple, list[bytes]] = OrderedDict()
+_CHAINS: OrderedDict[tuple[str, int, bytes], list[BlockHash]] = OrderedDict()
 
 
 class VLLMSimulator(Simulator):
-    """Automatic prefix caching over full blocks keyed by a hash chain; LRU eviction, tails first."""
+    """Automatic prefix caching over full blocks keyed by a hash chain (the engine's own,
+    `engine.kv.block_hashes`); LRU eviction, tails first."""
 
     kind = "vllm"
     params: VLLMParams
@@ -327,42 +322,30 @@ class VLLMSimulator(Simulator):
     def __init__(self, params: ProviderParams):
         super().__init__(params)
         # LRU first; a plain set when unbounded (nothing is evicted, so recency does not matter)
-        self._blocks: OrderedDict[bytes, None] | set[bytes] = \
+        self._blocks: OrderedDict[BlockHash, None] | set[BlockHash] = \
             set() if self.params.capacity_blocks is None else OrderedDict()
-        self._hash = getattr(hashlib, self.params.hash_algo)
         self._prev: np.ndarray = np.empty(0, np.uint32)
-        self._prev_hashes: list[bytes] = []
+        self._prev_hashes: list[BlockHash] = []
 
-    def block_hashes(self, toks: np.ndarray) -> list[bytes]:
-        """hash[i] = H(hash[i-1] + bytes of block i), over full blocks only."""
-        size = self.params.block_size
+    def block_hashes(self, toks: np.ndarray) -> list[BlockHash]:
+        """hash[i] = H(hash[i-1] + bytes of block i), over full blocks only (`engine.kv.block_hashes`)."""
+        size, algo = self.params.block_size, self.params.hash_algo
         # The same prompt simulated again (the workbench re-simulates a session after each edit,
         # and only the edited turn changed) takes its chain from a small memo keyed by its content.
-        memo_key = (self.params.hash_algo, size, hashlib.blake2b(toks.tobytes(), digest_size=16).digest())
+        memo_key = (algo, size, hashlib.blake2b(toks.tobytes(), digest_size=16).digest())
         got = _CHAINS.get(memo_key)
-        if got is not None:
+        if got is None:
+            # Blocks inside the prefix shared with the previous prompt hash the same: reuse them, so
+            # a growing session hashes only its new tokens.
+            keep = min(first_difference(self._prev, toks) // size, len(self._prev_hashes))
+            got = block_hashes(toks, size, algo=algo, known=self._prev_hashes[:keep])
+            _CHAINS[memo_key] = got
+            if len(_CHAINS) > CHAIN_MEMO:
+                _CHAINS.popitem(last=False)
+        else:
             _CHAINS.move_to_end(memo_key)
-            self._prev, self._prev_hashes = toks, got
-            return got
-        hashes = self._chain(toks, size)
-        _CHAINS[memo_key] = hashes
-        if len(_CHAINS) > CHAIN_MEMO:
-            _CHAINS.popitem(last=False)
-        return hashes
-
-    def _chain(self, toks: np.ndarray, size: int) -> list[bytes]:
-        # Blocks inside the prefix shared with the previous prompt hash the same: reuse them, so a
-        # growing session hashes only its new tokens.
-        keep = min(common_prefix_len(self._prev, toks) // size, len(self._prev_hashes))
-        hashes = self._prev_hashes[:keep]
-        prev = hashes[-1] if hashes else b""
-        raw = memoryview(toks[keep * size:len(toks) // size * size].tobytes())
-        step, h = size * 4, self._hash
-        for off in range(0, len(raw), step):
-            prev = h(prev + raw[off:off + step]).digest()
-            hashes.append(prev)
-        self._prev, self._prev_hashes = toks, hashes
-        return hashes
+        self._prev, self._prev_hashes = toks, got
+        return got
 
     def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
         p, toks = self.params, turn.token_ids
@@ -386,7 +369,7 @@ class VLLMSimulator(Simulator):
                     blocks[h] = None
                     new += 1
         evicted = 0
-        if p.capacity_blocks is not None:
+        if isinstance(blocks, OrderedDict) and p.capacity_blocks is not None:
             while len(blocks) > p.capacity_blocks:
                 blocks.popitem(last=False)
                 evicted += 1
@@ -396,98 +379,28 @@ class VLLMSimulator(Simulator):
         return hit * p.block_size, new * p.block_size, detail
 
 
-class _Node:
-    __slots__ = ("key", "children", "parent", "last_access", "serial")
-
-    def __init__(self, key: np.ndarray, parent: _Node | None, last_access: int, serial: int):
-        self.key, self.parent, self.last_access, self.serial = key, parent, last_access, serial
-        self.children: dict[bytes, _Node] = {}
-
-
 class SGLangSimulator(Simulator):
-    """RadixAttention: a radix tree over token ids (pages of page_size); LRU leaf eviction."""
+    """RadixAttention: the engine's own radix tree (`engine.radix.RadixKVCache`) in its simulated
+    mode, pages of page_size, a cap in tokens; LRU leaf eviction."""
 
     kind = "sglang"
     params: SGLangParams
 
     def __init__(self, params: ProviderParams):
         super().__init__(params)
-        self._root = _Node(np.empty(0, np.uint32), None, 0, 0)
-        self._serial = 0
-        self._tick = 0
-        self.stored_tokens = 0
+        self.tree = RadixKVCache.simulated(self.params.capacity_tokens, page_size=self.params.page_size)
 
-    def _page(self, toks: np.ndarray, pos: int) -> bytes:
-        return toks[pos:pos + self.params.page_size].tobytes()
-
-    def _match(self, toks: np.ndarray, limit: int) -> int:
-        node, pos, ps = self._root, 0, self.params.page_size
-        while pos + ps <= limit:
-            child = node.children.get(self._page(toks, pos))
-            if child is None:
-                break
-            m = common_prefix_len(child.key, toks[pos:limit])
-            m -= m % ps
-            child.last_access = self._tick
-            pos += m
-            if m < len(child.key):
-                break
-            node = child
-        return pos
-
-    def _insert(self, toks: np.ndarray, end: int) -> int:
-        node, pos, ps = self._root, 0, self.params.page_size
-        while pos < end:
-            page = self._page(toks, pos)
-            child = node.children.get(page)
-            if child is None:
-                self._serial += 1
-                node.children[page] = _Node(toks[pos:end].copy(), node, self._tick, self._serial)
-                self.stored_tokens += end - pos
-                return end - pos
-            m = common_prefix_len(child.key, toks[pos:end])
-            m -= m % ps
-            child.last_access = self._tick
-            if m < len(child.key):                            # split the edge where they part
-                self._serial += 1
-                mid = _Node(child.key[:m], node, self._tick, self._serial)
-                child.key, child.parent = child.key[m:], mid
-                mid.children[child.key[:ps].tobytes()] = child
-                node.children[page] = child = mid
-            pos += m
-            node = child
-        return 0
-
-    def _evict(self) -> int:
-        cap = self.params.capacity_tokens
-        if cap is None or self.stored_tokens <= cap:
-            return 0
-        heap, stack = [], [self._root]
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children.values())
-            if not node.children and node is not self._root:
-                heap.append((node.last_access, node.serial, node))
-        heapq.heapify(heap)
-        evicted = 0
-        while self.stored_tokens > cap and heap:
-            _, _, leaf = heapq.heappop(heap)
-            parent = leaf.parent
-            assert parent is not None
-            del parent.children[leaf.key[:self.params.page_size].tobytes()]
-            self.stored_tokens -= len(leaf.key)
-            evicted += len(leaf.key)
-            if parent is not self._root and not parent.children:
-                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
-        return evicted
+    @property
+    def stored_tokens(self) -> int:
+        return self.tree.nbytes          # a simulated token weighs one byte
 
     def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
-        toks, ps = turn.token_ids, self.params.page_size
+        toks, ps, tree = turn.token_ids, self.params.page_size, self.tree
         n = len(toks)
-        self._tick += 1
-        cached = self._match(toks, max(n - 1, 0) // ps * ps)   # one token is always recomputed
-        new = self._insert(toks, n // ps * ps)
-        evicted = self._evict()
+        cached = tree.match(toks[:max(n - 1, 0) // ps * ps]).length     # one token is always recomputed
+        evicted_before = tree.evicted_bytes
+        new = tree.insert(toks)                                          # its whole pages
+        evicted = tree.evicted_bytes - evicted_before
         detail = f"longest stored prefix {cached}" + (f" (pages of {ps})" if ps > 1 else "")
         if evicted:
             detail += f"; {evicted} tokens evicted"
@@ -497,6 +410,7 @@ class SGLangSimulator(Simulator):
 _SIMULATORS: dict[str, type[Simulator]] = {
     "openai": OpenAISimulator, "anthropic": AnthropicSimulator, "vllm": VLLMSimulator,
     "sglang": SGLangSimulator}
+PROVIDERS: tuple[str, ...] = tuple(_SIMULATORS)     # the provider kinds, in the order the panels show them
 
 
 def make_simulator(provider: str = "openai", params: ProviderParams | None = None) -> Simulator:
@@ -519,8 +433,6 @@ def simulate(turns: Sequence[TurnPrompt], provider: str = "openai",
 
 
 __all__ = [
-    "AnthropicParams", "AnthropicSimulator", "OpenAIParams", "OpenAISimulator", "PARAMS_FILE", "Prices",
-    "ProviderParams", "ProviderParamsError", "SGLangParams", "SGLangSimulator", "Simulation",
-    "SimulationError", "Simulator", "TurnPrompt", "TurnResult", "UnknownProviderError", "VLLMParams",
-    "VLLMSimulator", "common_prefix_len", "make_simulator", "simulate",
+    "PROVIDERS", "AnthropicSimulator", "OpenAISimulator", "SGLangSimulator", "Simulation", "Simulator", "TurnPrompt",
+    "TurnResult", "VLLMSimulator", "make_simulator", "simulate",
 ]

@@ -1,8 +1,9 @@
-"""Provider cache presets (sizes, TTLs, per-model minimums, prices) and their errors.
+"""Provider cache presets (sizes, TTLs, per-model minimums, prices).
 
-The presets are data, in provider_params.json beside this file; a user file of the same shape can
-add presets or `extend` shipped ones, and overrides merge key by key. The simulators that read
-these parameters live in providers.py.
+The presets are data, in provider_params.json beside this file (shipped in the package, read
+through importlib.resources); a user file of the same shape can add presets or `extend` shipped
+ones, and overrides merge key by key. The simulators that read these parameters live in
+providers.py; the errors (ProviderParamsError, UnknownProviderError) in workbench.errors.
 """
 
 from __future__ import annotations
@@ -11,40 +12,18 @@ import json
 import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from .. import strict_json
-from ..errors import WorkbenchError
+from ..engine.kv import HASH_ALGOS
+from ..errors import ProviderParamsError, UnknownProviderError
 
-PARAMS_FILE = Path(__file__).with_name("provider_params.json")
-_MILLION = 1_000_000
-
-
-# ---------------------------------------------------------------- errors
-
-class ProviderParamsError(WorkbenchError):
-    """Provider parameters are wrong: names the file, the preset and the field."""
-
-    def __init__(self, message: str, *, preset: str | None = None, field: str | None = None,
-                 source: str | None = None, hint: str | None = None):
-        self.preset, self.field, self.source = preset, field, source
-        where = [w for w in (source, preset and f"preset {preset!r}", field and f"field {field!r}") if w]
-        super().__init__(f"{', '.join(where)}: {message}" if where else message, hint=hint)
-
-
-class UnknownProviderError(ProviderParamsError):
-    """No preset of that name in the shipped file nor in the user's file."""
-
-
-class SimulationError(WorkbenchError):
-    """A malformed turn, or a request the provider would refuse (too many breakpoints)."""
-
-    def __init__(self, message: str, *, turn: int | None = None, field: str | None = None,
-                 hint: str | None = None):
-        self.turn, self.field = turn, field
-        where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
-        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+PARAMS_FILE: Traversable = resources.files("workbench.analysis").joinpath("provider_params.json")
+MILLION = 1_000_000     # prices are per million tokens
+Preset = dict[str, Any]   # one preset as read from JSON
 
 
 # ---------------------------------------------------------------- parameters
@@ -65,7 +44,7 @@ class Prices:
     cache_write_5m: float
     cache_write_1h: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -126,7 +105,7 @@ class ProviderParams:
         user = _read_presets(Path(path)) if path is not None else {}
         return sorted(set(_shipped()) | set(user))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "model": self.model,
                                "prices": self.prices.to_json()}
         out.update({k: getattr(self, k) for k in self._KNOBS})
@@ -172,7 +151,7 @@ class VLLMParams(ProviderParams):
     hash_algo: str = "sha256"
     _KNOBS: ClassVar[dict[str, _Knob]] = {
         "block_size": _Knob("int", 1), "capacity_blocks": _Knob("int", 1, optional=True),
-        "hash_algo": _Knob(choices=("sha256", "blake2b"))}
+        "hash_algo": _Knob(choices=HASH_ALGOS)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,7 +166,7 @@ _KINDS: dict[str, type[ProviderParams]] = {
     "openai": OpenAIParams, "anthropic": AnthropicParams, "vllm": VLLMParams, "sglang": SGLangParams}
 
 
-def _read_presets(path: Path) -> dict[str, dict]:
+def _read_presets(path: Path | Traversable) -> dict[str, Preset]:
     label = str(path)
     try:
         data = strict_json.loads(path.read_text(encoding="utf-8"))  # NaN, too deep...: a JSONDecodeError
@@ -210,18 +189,18 @@ def _read_presets(path: Path) -> dict[str, dict]:
 
 
 @lru_cache(maxsize=1)
-def _shipped() -> dict[str, dict]:
+def _shipped() -> dict[str, Preset]:
     return _read_presets(PARAMS_FILE)
 
 
-def _mapping(value: Any, source: str, preset: str, field: str | None = None) -> Mapping:
+def _mapping(value: Any, source: str, preset: str, field: str | None = None) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ProviderParamsError(f"must be a JSON object, got {type(value).__name__}", source=source,
                                   preset=preset, field=field, hint="write it as {\"key\": value, ...}")
     return value
 
 
-def _merge(base: Mapping, over: Mapping) -> dict:
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> Preset:
     """Deep merge for nested objects (prices, multipliers, models); anything else is replaced."""
     out = dict(base)
     for k, v in over.items():
@@ -229,8 +208,8 @@ def _merge(base: Mapping, over: Mapping) -> dict:
     return out
 
 
-def _resolve(name: str, user: dict, shipped: dict, label: str | None,
-             chain: tuple[tuple[str, str], ...] = ()) -> tuple[dict, str]:
+def _resolve(name: str, user: dict[str, Preset], shipped: dict[str, Preset], label: str | None,
+             chain: tuple[tuple[str, str], ...] = ()) -> tuple[Preset, str]:
     """Follow ``extends`` links; a user preset may extend the shipped preset of its own name.
     ``label`` names the user's file (None: no file)."""
     for where, presets, src in (("user", user, label or ""), ("shipped", shipped, "provider_params.json")):
@@ -253,7 +232,7 @@ def _resolve(name: str, user: dict, shipped: dict, label: str | None,
                                     "or define it in your own params file")
 
 
-def _build(name: str, raw: dict, over: dict, source: str) -> ProviderParams:
+def _build(name: str, raw: Preset, over: Preset, source: str) -> ProviderParams:
     def err(src: str) -> Callable[..., ProviderParamsError]:
         def make(field: str, msg: str, hint: str | None = None) -> ProviderParamsError:
             return ProviderParamsError(msg, preset=name, field=field, source=src, hint=hint or (
@@ -285,7 +264,7 @@ def _build(name: str, raw: dict, over: dict, source: str) -> ProviderParams:
     model = over.get("model", preset.get("model", name))
     if not isinstance(model, str):
         raise err(source)("model", f"must be a string, got {model!r}")
-    entry: Mapping = {}
+    entry: Mapping[str, Any] = {}
     if models:
         if model not in models:
             raise err(source)("model", f"unknown model {model!r}",

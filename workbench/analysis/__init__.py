@@ -1,0 +1,21 @@
+"""Consumers of assembled results, not stages of the pipeline: what a serving engine or a provider
+would reuse across a session's requests.
+
+- `prefix.py`: prefix-stability analysis (SPEC 3.2): the first token where a turn stops reusing
+  what the engine holds after the previous one, the message it falls in, the cause and the advice.
+- `providers.py`: provider prefix-cache simulators (SPEC 3.3): OpenAI, Anthropic, vLLM and SGLang;
+  vLLM's block-hash chain and SGLang's radix tree are the engine's own (`engine/kv.py`,
+  `engine/radix.py` in its simulated mode).
+- `provider_params.py` with `provider_params.json`: the providers' presets, as data.
+- `turn_prompts.py`: a session's assembled turns as the requests the simulators take.
+
+The core never imports this package; it imports the core and the light modules of `engine/`.
+"""
+
+from .prefix import Cause, TurnAnalysis, analyze, analyze_turn
+from .provider_params import ProviderParams
+from .providers import PROVIDERS, Simulation, TurnPrompt, TurnResult, make_simulator, simulate
+from .turn_prompts import turn_prompts
+
+__all__ = ["PROVIDERS", "Cause", "ProviderParams", "Simulation", "TurnAnalysis", "TurnPrompt", "TurnResult",
+           "analyze", "analyze_turn", "make_simulator", "simulate", "turn_prompts"]
