@@ -9,7 +9,7 @@ from ..cache.providers import ProviderParams, simulate
 from ..cache.turn_prompts import turn_prompts
 from ..sessions import load_session
 from .output import print_json
-from .render import build_assembler, common_options
+from .options import build_assembler, common_options
 
 PROVIDERS = ("openai", "anthropic", "vllm", "sglang")
 
