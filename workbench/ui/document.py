@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import strict_json
-from ..errors import SessionFileError, WorkbenchError
+from ..errors import EditError, SessionFileError, WorkbenchError
 from ..home import workbench_home
 from ..intake import detect_format
 from ..sessions import SessionFile, parse_session
@@ -41,10 +41,6 @@ from ..sessions import SessionFile, parse_session
 ROLES = ("system", "user", "assistant", "tool", "developer")
 TEXT_FIELDS = ("role", "tool_call_id", "name")   # plain strings
 JSON_FIELDS = ("tool_calls",)                      # edited as JSON text, checked here
-
-
-class EditError(WorkbenchError):
-    """An editor operation that cannot apply: names the message and field, and what to write."""
 
 
 @dataclass(frozen=True)

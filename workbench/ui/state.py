@@ -23,12 +23,12 @@ from ..analysis import TurnAnalysis, analyze_turn
 from ..assembler import Assembler
 from ..cache.providers import Simulation, TurnPrompt, simulate
 from ..cache.turn_prompts import breakpoints_of, reply_tokens
-from ..errors import WorkbenchError
+from ..errors import EditError, WorkbenchError
 from ..result import AssemblyResult
 from ..session import Session
 from ..templates import RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
-from .document import Autosave, Edit, EditError, SessionDocument, new_message, parse_json_field
+from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SAMPLES = ROOT / "sample_sessions"
