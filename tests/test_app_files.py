@@ -397,7 +397,7 @@ CHILD = textwrap.dedent("""
     if what == "save":
         Controller(state, Host(), background=False, files=files).save("big.json")
     else:
-        state.store_autosave()
+        state.autosave.store(state.source, state.doc)   # what the controller's autosave thread runs
     print("finished", flush=True)
 """)
 

@@ -140,11 +140,6 @@ class WorkbenchState:
             self.autosave.discard(old)
         return target
 
-    def store_autosave(self) -> Path | None:
-        if self.autosave is None or not self.doc.dirty:
-            return None
-        return self.autosave.store(self.source, self.doc)
-
     def apply(self, op: dict) -> Edit:
         """One message-editor operation on the messages of the selected turn."""
         was_last = self.turn == self.doc.turn_count
