@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from browser import ROOT, AppServer, app_command
-from workbench.errors import SessionFileError
+from workbench.errors import FileAccessError, OverwriteNeeded, SessionFileError
 from workbench.ui.controller import Controller
 from workbench.ui.document import (STALE_AFTER_S, Autosave, SessionDocument, atomic_write, is_stale_temp,
                                    sweep_temp_files, temp_name)
-from workbench.ui.files import EXPORTS_LEDGER, AppFiles, FileAccessError, OverwriteNeeded
+from workbench.ui.files import EXPORTS_LEDGER, AppFiles
 from workbench.ui.state import WorkbenchState, sample_sessions
 
 SAMPLES = sample_sessions()
@@ -397,7 +397,7 @@ CHILD = textwrap.dedent("""
     if what == "save":
         Controller(state, Host(), background=False, files=files).save("big.json")
     else:
-        state.store_autosave()
+        state.autosave.store(state.source, state.doc)   # what the controller's autosave thread runs
     print("finished", flush=True)
 """)
 

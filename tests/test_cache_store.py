@@ -27,7 +27,8 @@ from workbench.cache.keys import CacheKey
 from workbench.cache.local import ByteLRU
 from workbench.cache.redis_tier import FORMAT_VERSION, MAGIC, WireError, decode, encode
 from workbench.cache.store import ENTRY_OVERHEAD, CacheEntry, TwoTierCache
-from workbench.errors import MissingDependencyError, VariableError, WorkbenchError
+from workbench.errors import (CacheError, CacheTypeError, CacheValueError, MissingDependencyError, VariableError,
+                             WorkbenchError)
 
 _ids = itertools.count()
 
@@ -81,6 +82,26 @@ def test_entry_fields_and_meta_are_frozen():
 def test_entry_rejects_bad_values(tokens, meta, error):
     with pytest.raises(error):
         CacheEntry("x", tokens, meta)
+
+
+@pytest.mark.parametrize("call, error, builtin", [
+    (lambda: CacheEntry("x", [-1], {}), CacheValueError, ValueError),
+    (lambda: CacheEntry(b"x", [1], {}), CacheTypeError, TypeError),  # type: ignore[arg-type]
+    (lambda: ByteLRU(-1), CacheValueError, ValueError),
+    (lambda: TwoTierCache(local_bytes=-1), CacheValueError, ValueError),
+    (lambda: TwoTierCache().get(new_key(), tiers=("disk",)), CacheValueError, ValueError),  # type: ignore[arg-type]
+    (lambda: TwoTierCache().put(new_key(), "an entry"), CacheTypeError, TypeError),  # type: ignore[arg-type]
+    (lambda: TwoTierCache().get("0" * 64), CacheTypeError, TypeError),  # type: ignore[arg-type]
+    (lambda: TwoTierCache().get_or_build(new_key(), lambda: "x"),  # type: ignore[arg-type, return-value]
+     CacheTypeError, TypeError),
+], ids=["entry ids", "entry text", "lru size", "cache size", "tier", "put", "key", "build"])
+def test_bad_input_to_the_cache_is_a_typed_workbench_error(call, error, builtin):
+    """One root for callers that catch the library's errors, and still the builtin type for those
+    that caught TypeError / ValueError before the cache had its own."""
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, CacheError) and isinstance(info.value, WorkbenchError)
+    assert isinstance(info.value, builtin)
 
 
 def test_entry_rejects_lone_surrogates():

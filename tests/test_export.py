@@ -207,6 +207,36 @@ def test_export_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err.startswith("error:")
 
 
+def test_export_whose_own_verify_drifts_prints_the_report_and_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The exit status agrees with what was printed: the report (ok false, where it drifts) and 1,
+    as `verify` does, not a report followed by an error line and 2."""
+    import workbench.export.verify as verify_module
+
+    real = verify_module.verify
+
+    def verify_after_a_hand_edit(folder, *args, **kwargs):  # type: ignore[no-untyped-def]
+        t = Path(folder) / "chat_template.jinja"    # changed between the write and the check
+        gen = "{{- '<|im_start|>assistant\\n' }}"
+        t.write_text(t.read_text().replace(gen, gen.replace("assistant", "assistant ")))
+        return real(folder, *args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "verify", verify_after_a_hand_edit)
+    session = str(ROOT / "sample_sessions" / "tool_agent.json")
+    assert main(["export", session, "-o", str(tmp_path / "j"), "--turns", "last", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and len(out.splitlines()) == 1
+    report = json.loads(out)["verify"]
+    assert report["ok"] is False and report["drift"][0]["session"] == "tool_agent.json"
+    assert report["mismatches"][0]["field"] == "template.sha256"
+    assert main(["export", session, "-o", str(tmp_path / "t"), "--turns", "last"]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert err == "" and "verify: DRIFT" in lines[0]
+    assert any(x.startswith("DRIFT tool_agent.json turn") for x in lines)
+    assert lines[-1].startswith("seal ")                   # still the last line, as after a clean export
+
+
 def test_provider_requests_carry_breakpoints_where_the_simulation_says_they_pay(tmp_path: Path) -> None:
     s = load_session(ROOT / "sample_sessions" / "rag_long.json")          # a 36k-token handbook up front
     asm = Assembler(template="qwen2.5", context_window=131072, cache=None)

@@ -21,12 +21,12 @@ from workbench import Assembler, VariableConfig
 from workbench.cli.main import main
 from workbench.conversation import Message
 from workbench.errors import (TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError,
-                              VariableError, WorkbenchError)
+                              VariableError, VariableLimitError, WorkbenchError)
 from workbench.templates import RenderLimits, from_source, get_template, render
 from workbench.templates import worker
 from workbench.templates.render import FREE_OUTPUT_CHARS, compile_checked
 from workbench.templates.sandbox import MAX_TEMPLATE_CHARS, compile_template, environment
-from workbench.variables import VariableLimitError, expand_messages
+from workbench.variables import expand_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 MSGS = [{"role": "user", "content": "hi"}]

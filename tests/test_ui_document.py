@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench import Assembler
-from workbench.errors import SessionFileError
+from workbench.errors import EditError, SessionFileError
 from workbench.ui.controller import Controller
-from workbench.ui.document import Autosave, EditError, SessionDocument, atomic_write
+from workbench.ui.document import Autosave, SessionDocument, atomic_write
 from workbench.ui.state import WorkbenchState, sample_sessions
 
 SAMPLES = sample_sessions()

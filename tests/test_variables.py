@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.conversation import Message
-from workbench.errors import VariableError, WorkbenchError
+from workbench.errors import VariableError, VariableLimitError, WorkbenchError
 from workbench.variables import (
     Binding,
     VariableConfig,
-    VariableLimitError,
     VariableSpec,
     expand_messages,
 )

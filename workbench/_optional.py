@@ -26,6 +26,8 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "panel": ("ui", "panel"),
     "anywidget": ("ui", "anywidget"),
     "plotly": ("ui", "plotly"),
+    "traitlets": ("ui", "traitlets"),                 # comes with ipywidgets / anywidget
+    "huggingface_hub": ("packs", "huggingface-hub"),  # comes with tokenizers (hub tokenizer ids)
 }
 
 

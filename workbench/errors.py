@@ -126,10 +126,6 @@ class InjectionError(WorkbenchError):
         super().__init__(message if index is None else f"messages[{index}]: {message}", hint=hint)
 
 
-class SegmentationError(WorkbenchError):
-    """Segments could not be made consistent with the full render (a bug or an odd template)."""
-
-
 class SessionFileError(WorkbenchError):
     """A session file could not be read or has the wrong shape."""
 
@@ -196,3 +192,36 @@ class SimulationError(WorkbenchError):
         self.turn, self.field = turn, field
         where = " ".join(w for w in (turn is not None and f"turn {turn}" or "", field or "") if w)
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+# --- raised by one module each; defined here so that the whole tree reads in one file ------------
+class VariableLimitError(VariableError):
+    """A prompt template hit a cap: loop iterations, steps, collection size or output size."""
+
+
+class EditError(WorkbenchError):
+    """An editor operation that cannot apply: names the message and field, and what to write."""
+
+
+class FileAccessError(WorkbenchError):
+    """A name or a pick the app refuses: outside its folders, not a plain name, not one of its options."""
+
+
+class OverwriteNeeded(FileAccessError):
+    """The name is taken: the file (or bundle) is replaced only once the user confirms."""
+
+    def __init__(self, message: str, *, name: str, hint: str | None = None):
+        self.name = name
+        super().__init__(message, hint=hint)
+
+
+class CacheError(WorkbenchError):
+    """The prompt cache was handed something it cannot hold (an entry, a key, a size, a tier)."""
+
+
+class CacheTypeError(CacheError, TypeError):
+    """A value of the wrong type for the cache; still a TypeError for callers that catch that."""
+
+
+class CacheValueError(CacheError, ValueError):
+    """A value of the right type the cache refuses; still a ValueError for callers that catch that."""

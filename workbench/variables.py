@@ -33,17 +33,13 @@ from jinja2.visitor import NodeTransformer
 
 from .conversation import Message
 from .diagnostics import Diagnostic, info, warning
-from .errors import VariableError, WorkbenchError
+from .errors import VariableError, VariableLimitError, WorkbenchError
 from .templates.bounds import WIDE_METHODS, Bounds, TemplateBoundError, binop, bounded, check_method
 from .templates.sandbox import environment as chat_environment
 
 BUILTINS = ("now", "today", "request_id", "strftime_now")
 _FILE_KEYS = ("constants", "request", "declare")
 _SPEC_FIELDS = ("required", "volatile", "default", "description")
-
-
-class VariableLimitError(VariableError):
-    """A prompt template hit a cap: loop iterations, steps, collection size or output size."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ import threading
 from collections import OrderedDict
 from typing import Generic, Protocol, TypeVar
 
+from ..errors import CacheValueError
+
 
 class Sized(Protocol):
     @property
@@ -25,7 +27,7 @@ class ByteLRU(Generic[V]):
 
     def __init__(self, max_bytes: int):
         if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+            raise CacheValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self.max_bytes = max_bytes
         self._data: OrderedDict[str, V] = OrderedDict()
         self._bytes = 0

@@ -29,7 +29,7 @@ from typing import Any, Callable, Literal, Mapping, NoReturn, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import WorkbenchError
+from ..errors import CacheTypeError, CacheValueError
 from .keys import CacheKey
 from .local import ByteLRU
 from .metrics import TIERS, CacheMetrics, MetricsSnapshot, Tier
@@ -57,11 +57,11 @@ def _frozen_tokens(token_ids: Any) -> NDArray[np.uint32]:
             and isinstance(arr.base, bytes)):
         return arr  # already immutable (e.g. straight from the Redis decoder): no second copy
     if arr.ndim != 1:
-        raise ValueError(f"token_ids must be one-dimensional, got shape {arr.shape}")
+        raise CacheValueError(f"token_ids must be one-dimensional, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"token_ids must be integers, got dtype {arr.dtype}")
+        raise CacheTypeError(f"token_ids must be integers, got dtype {arr.dtype}")
     if arr.size and arr.dtype.kind == "i" and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
-        raise ValueError("token_ids must fit in uint32 (0 ≤ id < 2**32)")
+        raise CacheValueError("token_ids must fit in uint32 (0 ≤ id < 2**32)")
     return np.frombuffer(arr.astype(np.uint32).tobytes(), dtype=np.uint32)
 
 
@@ -79,13 +79,13 @@ class CacheEntry:
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
-            raise TypeError(f"text must be str, got {type(self.text).__name__}")
+            raise CacheTypeError(f"text must be str, got {type(self.text).__name__}")
         text_bytes = len(self.text.encode("utf-8"))  # also refuses lone surrogates, early
         tokens = _frozen_tokens(self.token_ids)
         meta = dict(self.meta)
         for k, v in meta.items():
             if not isinstance(k, str) or not isinstance(v, (str, int, float, bool, type(None))):
-                raise TypeError(f"meta must map str to str/int/float/bool/None, got {k!r}: {type(v).__name__}")
+                raise CacheTypeError(f"meta must map str to str/int/float/bool/None, got {k!r}: {type(v).__name__}")
         meta_bytes = sum(len(k) + len(str(v)) for k, v in meta.items())
         object.__setattr__(self, "token_ids", tokens)
         object.__setattr__(self, "meta", MappingProxyType(meta))
@@ -118,7 +118,7 @@ def _reraise(exc: BaseException) -> NoReturn:
 
 def _hex(key: CacheKey) -> str:
     if not isinstance(key, CacheKey):
-        raise TypeError(f"cache keys are CacheKey (workbench.cache.cache_key), got {type(key).__name__}")
+        raise CacheTypeError(f"cache keys are CacheKey (workbench.cache.cache_key), got {type(key).__name__}")
     return key.hex
 
 
@@ -140,8 +140,8 @@ class TwoTierCache:
                  negative_max_entries: int = 4096, secret: bytes | str | None = None,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, redis_deadline_s: float = DEFAULT_DEADLINE_S):
         if local_bytes < 0:
-            raise WorkbenchError(f"cache local_bytes must be >= 0, got {local_bytes}",
-                                 hint="0 turns the local tier off")
+            raise CacheValueError(f"cache local_bytes must be >= 0, got {local_bytes}",
+                                  hint="0 turns the local tier off")
         check_name("environment", environment)
         check_name("namespace", namespace)
         self._metrics = CacheMetrics()
@@ -181,7 +181,7 @@ class TwoTierCache:
         """Look `key` up in `tiers` (in order); a Redis hit is promoted to local when local is in `tiers`."""
         hex_ = _hex(key)
         if not set(tiers) <= set(TIERS):
-            raise ValueError(f"tiers must be drawn from {TIERS}, got {tuple(tiers)}")
+            raise CacheValueError(f"tiers must be drawn from {TIERS}, got {tuple(tiers)}")
         t0 = time.perf_counter_ns()
         try:
             return self._lookup(hex_, tiers)
@@ -208,7 +208,7 @@ class TwoTierCache:
     def put(self, key: CacheKey, entry: CacheEntry) -> None:
         """Write-through: local first, then Redis (a Redis failure is counted, not raised)."""
         if not isinstance(entry, CacheEntry):
-            raise TypeError(f"the cache stores CacheEntry, got {type(entry).__name__}")
+            raise CacheTypeError(f"the cache stores CacheEntry, got {type(entry).__name__}")
         hex_ = _hex(key)
         t0 = time.perf_counter_ns()
         try:
@@ -274,7 +274,7 @@ class TwoTierCache:
         try:
             entry = build()
             if not isinstance(entry, CacheEntry):
-                raise TypeError(f"build must return a CacheEntry, got {type(entry).__name__}")
+                raise CacheTypeError(f"build must return a CacheEntry, got {type(entry).__name__}")
         except Exception as exc:
             self._metrics.count("build_failures")
             self._remember_failure(key.hex, exc)

@@ -8,7 +8,7 @@ import sys
 from ..analysis import analyze
 from ..sessions import load_session
 from .output import print_json
-from .render import build_assembler, common_options
+from .options import build_assembler, common_options
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

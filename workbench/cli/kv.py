@@ -7,10 +7,10 @@ import argparse
 import sys
 
 from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, kv_config, paged_view
-from ..errors import WorkbenchError
 from ..sessions import load_session
+from . import options
+from .options import build_assembler, common_options
 from .output import print_json
-from .render import build_assembler, common_options
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_kv(args: argparse.Namespace) -> int:
-    if args.block_size < 1:
-        raise WorkbenchError(f"--block-size must be at least 1, got {args.block_size}")
+    options.at_least(args.block_size, 1, "--block-size")
     cfg = kv_config(args.config)
     if args.dtype:
         cfg = cfg.with_dtype(args.dtype)

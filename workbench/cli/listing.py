@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..errors import WorkbenchError
 from ..templates import get_template, shipped_names
 from ..tokenizers import ENTRIES, get_tokenizer
+from .output import print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_templates(args: argparse.Namespace) -> int:
     rows = [get_template(n).info() for n in shipped_names()]
     if args.json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        print_json(rows)
     else:
         for r in rows:
             print(f"{r['name']:<15} {r['version'][:12]}  {r['tokenizer'] or '-':<15} {r['description']}")
@@ -44,7 +44,7 @@ def cmd_tokenizers(args: argparse.Namespace) -> int:
     rows.append({"name": "tiktoken:", "version": None, "description": "prefix: tiktoken:ENCODING or a .tiktoken "
                  "file", "available": True})
     if args.json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        print_json(rows)
     else:
         for r in rows:
             v = (r["version"] or "")[:12]

@@ -1,29 +1,19 @@
-"""Entry point: parse, dispatch, and turn every error into one `error:` line and exit 2."""
+"""Entry point: every command's parser in one `workbench` parser, run through the one error
+wrapper (runner.py: one `error:` line and exit 2 for every error)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from typing import Sequence
 
-from ..errors import WorkbenchError
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(f"{message} (see `{self.prog} --help`)")
-
-
-class _UsageError(Exception):
-    pass
+from .runner import Parser, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import analyze, app, export, kv, listing, metrics, prefill, render, semantic, simulate
-    p = _Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    p = Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
     render.add_parsers(sub)
     listing.add_parsers(sub)
     analyze.add_parsers(sub)
@@ -38,32 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    try:
-        args = parser.parse_args(args_list or ["demo"])
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return 0
-        return int(args.func(args) or 0)
-    except _UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except WorkbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:  # noqa: BLE001 - the CLI contract: one line, exit 2, no traceback
-        if os.environ.get("WORKBENCH_DEBUG"):
-            traceback.print_exc()
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"error: unexpected {type(exc).__name__}: {first} (set WORKBENCH_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        return 2
+    args = list(sys.argv[1:] if argv is None else argv)
+    return run(build_parser, args or ["demo"])
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ import argparse
 import sys
 
 from ..engine.server_limits import ServerLimits
-from ..errors import WorkbenchError
 from ..sessions import load_session
+from . import options
+from .options import build_assembler, common_options
 from .output import print_json
-from .render import build_assembler, common_options
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -64,16 +64,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--max-prompt-tokens", type=int, default=0,
                    help="longest prompt accepted, in tokens (default: the model's window)")
     s.add_argument("--max-new-tokens", type=int, default=64, help="largest max_tokens accepted (default 64)")
-    s.set_defaults(func=cmd_serve_engine)
+    s.set_defaults(func=cmd_serve_engine, serves=True)
 
 
 def cmd_prefill(args: argparse.Namespace) -> int:
     from ..engine.engine import Engine
 
-    if not 0 <= args.kv_cap_mb < 2**20:  # also refuses nan and inf, which int() below cannot take
-        raise WorkbenchError(f"--kv-cap-mb must be from 0 to under 1 TiB, got {args.kv_cap_mb}")
-    if args.top_k < 0:
-        raise WorkbenchError(f"--top-k must be at least 0, got {args.top_k}")
+    kv_cap = options.mebibytes(args.kv_cap_mb, "--kv-cap-mb", zero=True)
+    options.at_least(args.top_k, 0, "--top-k")
     from ..engine.models import REAL_TEMPLATES, model_tokenizer
 
     session = load_session(args.session)
@@ -87,7 +85,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     asm, prepare = build_assembler(session, args)
     tok = asm.tokenizer
     engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
-                         kv_cap_bytes=int(args.kv_cap_mb * 2**20))
+                         kv_cap_bytes=kv_cap)
     sess = asm.session()
     turns = []
     n = len(session.turns)
@@ -159,33 +157,28 @@ def cmd_serve_engine(args: argparse.Namespace) -> int:
     from ..templates import get_template
     from ..tokenizers import get_tokenizer
 
-    if not 0 <= args.port <= 65535:
-        raise WorkbenchError(f"--port must be between 0 and 65535, got {args.port}")
-    if not 0 <= args.kv_cap_mb < 2**20:
-        raise WorkbenchError(f"--kv-cap-mb must be from 0 to under 1 TiB, got {args.kv_cap_mb}")
+    options.port(args.port)
+    kv_cap = options.mebibytes(args.kv_cap_mb, "--kv-cap-mb", zero=True)
     limits = _server_limits(args)            # checked before the model loads: a typo fails at once
     name = args.tokenizer or model_tokenizer(args.model)
     if name is None:
         name = get_template(args.template or REAL_TEMPLATES.get(args.model) or "qwen2.5").tokenizer
     tok = get_tokenizer(name)
     engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
-                         kv_cap_bytes=int(args.kv_cap_mb * 2**20))
+                         kv_cap_bytes=kv_cap)
     server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits)
     print(f"serving {engine.m.name} ({engine.m.label}) on {server.url}/v1", flush=True)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_forever()      # until Ctrl-C or SIGTERM: the runner says "stopped"
     finally:
         server.stop()
     return 0
 
 
 def _server_limits(args: argparse.Namespace) -> ServerLimits:
-    if not 1 <= args.max_body_mb * 2**20 < 2**40:
-        raise WorkbenchError(f"--max-body-mb must be more than 0 and under 1 TiB, got {args.max_body_mb}")
+    max_body = options.mebibytes(args.max_body_mb, "--max-body-mb", zero=False)
     return ServerLimits(workers=args.workers, queue=args.queue, max_connections=args.max_connections,
-                        max_body_bytes=int(args.max_body_mb * 2**20), read_timeout_s=args.read_timeout,
+                        max_body_bytes=max_body, read_timeout_s=args.read_timeout,
                         request_deadline_s=args.request_deadline, engine_wait_s=args.engine_wait,
                         prefill_chunk=args.prefill_chunk, max_prompt_tokens=args.max_prompt_tokens,
                         max_new_tokens=args.max_new_tokens)

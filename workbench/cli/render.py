@@ -1,4 +1,5 @@
-"""`workbench render` (and `demo`): a session turn -> prompt, as JSON or a coloured segment view."""
+"""`workbench render`, `demo` and `variables`: a session turn -> prompt, as JSON or a coloured segment
+view (the options they share with other commands are in options.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,12 @@ import json
 import os
 import sys
 from importlib import resources
-from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from .. import strict_json
-from ..assembler import Assembler
-from ..errors import WorkbenchError
-from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
-from ..templates import SHIPPED, RenderLimits
-from ..truncation import TruncationPolicy
-from ..variables import VariableConfig
+from .options import build_assembler, common_options
 from .output import print_json
-
-DEFAULT_TEMPLATE = "qwen2.5"
 
 _RESET = "\x1b[0m"
 _KIND_COLOUR = {"bos": "90", "preamble": "90", "system": "35", "tools": "33", "generation_prompt": "96"}
@@ -41,86 +33,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     v.add_argument("session", help="session file (JSON)")
     common_options(v)
     v.set_defaults(func=cmd_variables)
-
-
-def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
-    p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
-                                                    f"{DEFAULT_TEMPLATE})")
-    p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
-    if turn:
-        p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
-    p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
-    p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
-    p.add_argument("--vars", metavar="FILE", default=None,
-                   help='prompt-template variables: JSON {"constants": {...}, "request": {...}, "declare": {...}}')
-    p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
-    p.add_argument("--truncate-unit", choices=("turn", "message"), default="turn",
-                   help="what is dropped at once, oldest first (tool calls always go with their results)")
-    p.add_argument("--cut", action="store_true",
-                   help="allow cutting the newest dropped message at a token boundary (marked) to fill the budget")
-    p.add_argument("--injection", choices=POLICIES, default="escape",
-                   help="special-token strings in request text (system, user, tool results, names, ids): "
-                        "escape (default), reject, allow")
-    p.add_argument("--tool-injection", choices=POLICIES, default="escape",
-                   help="special-token strings in tool schemas: escape (default), reject, allow")
-    p.add_argument("--assistant-injection", choices=ASSISTANT_POLICIES, default="model",
-                   help="special-token strings in assistant output: model (default: keep <think>, <tool_call> "
-                        "and the like, escape turn markers), escape, reject, allow")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--tokens", action="store_true", help="show token boundaries in the view")
-    p.add_argument("--full", action="store_true", help="do not fold long segments in the view")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-
-
-def _positive(v: int | None, flag: str) -> None:
-    if v is not None and v <= 0:
-        raise WorkbenchError(f"{flag} must be a positive number of tokens, got {v}")
-
-
-def load_vars(path: str) -> tuple[VariableConfig, dict]:
-    p = Path(path)
-    try:
-        data = strict_json.loads(p.read_text("utf-8"))
-    except OSError as exc:
-        raise WorkbenchError(f"cannot read {p}: {exc.strerror}", hint="check the --vars path") from None
-    except strict_json.JSONValueError as exc:   # NaN, too deep, a lone surrogate...: where, and how to fix it
-        raise WorkbenchError(f"{p.name}: {exc}", hint=exc.hint or None) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WorkbenchError(f"{p.name} is not valid UTF-8 JSON: {exc}", hint="fix the variables file") from None
-    if not isinstance(data, dict):
-        raise WorkbenchError(f"{p.name} must hold a JSON object, got {type(data).__name__}")
-    return VariableConfig.from_json(data, where=p.name)
-
-
-def build_assembler(session: SessionFile, args: argparse.Namespace, cache: object = "auto"
-                    ) -> tuple[Assembler, Callable[[dict], dict]]:
-    """The Assembler the options describe, and how to prepare one of the session's requests for it."""
-    _positive(args.context_window, "--context-window")
-    if args.reserve is not None and args.reserve < 0:
-        raise WorkbenchError(f"--reserve must not be negative, got {args.reserve}")
-    cw = args.context_window
-    if cw is None and isinstance(session.raw.get("context_window"), int):
-        cw = session.raw["context_window"]
-    options: dict = {}
-    if args.template and args.template not in SHIPPED:  # a file or folder nobody reviewed: its own process
-        options["render_limits"] = RenderLimits(isolate=True)
-    request_vars: dict = {}
-    if args.vars:
-        options["variables"], request_vars = load_vars(args.vars)
-    asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
-                    context_window=cw, reserve=args.reserve, injection=args.injection,
-                    tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
-                    truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
-                                                cut=args.cut), cache=cache, **options)
-
-    def prepare(request: dict) -> dict:
-        if not request_vars:
-            return request
-        # The file's request variables join the request's own; the file wins on a clash.
-        own = request.get("variables") if isinstance(request.get("variables"), dict) else {}
-        return {**request, "variables": {**own, **request_vars}}
-
-    return asm, prepare
 
 
 def assemble_turn(session: SessionFile, args: argparse.Namespace) -> AssemblyResult:

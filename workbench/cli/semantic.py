@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import WorkbenchError
+from . import options
 from .output import print_json
 
 
@@ -26,26 +26,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_eval)
 
 
-def parse_thresholds(text: str | None, option: str = "--thresholds"):  # type: ignore[no-untyped-def]
-    from ..semantic.cache import Thresholds
-    if text is None:
-        return None
-    try:
-        high, low = (float(x) for x in text.split(","))
-    except ValueError:
-        raise WorkbenchError(f"{option} takes HIGH,LOW (two numbers), got {text!r}") from None
-    return Thresholds(high=high, low=low)
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..semantic.evaluate import evaluate, load_dataset, make_cache, sweep_figure
     from ..semantic.cache import Thresholds
 
-    if args.window < 0:
-        raise WorkbenchError(f"--window must be at least 0, got {args.window}")
-    if not 0 <= args.min_precision <= 1:  # also refuses nan
-        raise WorkbenchError(f"--min-precision must be between 0 and 1, got {args.min_precision}")
-    th = parse_thresholds(args.thresholds)
+    options.at_least(args.window, 0, "--window")
+    options.fraction(args.min_precision, "--min-precision")
+    th = options.thresholds(args.thresholds, "--thresholds")
     cases = load_dataset(args.dataset)
     out = evaluate(make_cache(args.embedder, args.window), cases, th, args.min_precision)
     if args.chart:

@@ -10,7 +10,7 @@ from ..analysis.providers import PROVIDERS, simulate
 from ..analysis.turn_prompts import turn_prompts
 from ..sessions import load_session
 from .output import print_json
-from .render import build_assembler, common_options
+from .options import build_assembler, common_options
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

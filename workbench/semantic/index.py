@@ -15,6 +15,7 @@ import importlib.util
 
 import numpy as np
 
+from .._optional import require
 from ..errors import WorkbenchError
 
 COLUMNS = {"session": np.int32, "versions": np.int32, "expires": np.float64, "state": np.int8}
@@ -31,7 +32,8 @@ class VectorIndex:
         self.cols = {k: np.zeros(cap, dtype=t) for k, t in COLUMNS.items()}
         self._free: list[int] = []
         self._n = 0                                   # rows ever used (high-water mark)
-        self._torch = __import__("torch") if importlib.util.find_spec("torch") else None
+        # torch only speeds the scan up: used where installed, through the one optional-import place
+        self._torch = require("torch", "the float16 scan") if importlib.util.find_spec("torch") else None
         self._h = self._torch.zeros((cap, dim), dtype=self._torch.float16) if self._torch is not None else None
 
     def __len__(self) -> int:

@@ -33,9 +33,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..errors import WorkbenchError
+from ..errors import EditError, WorkbenchError
 from ..result import AssemblyResult
-from .document import EditError, SessionDocument
+from .document import SessionDocument
 from .files import AppFiles
 from .state import Panels, WorkbenchState
 

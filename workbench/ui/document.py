@@ -33,18 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import strict_json
-from ..errors import SessionFileError, WorkbenchError
+from ..errors import EditError, SessionFileError, WorkbenchError
 from ..home import workbench_home
-from ..intake import detect_format
 from ..sessions import SessionFile, parse_session
 
 ROLES = ("system", "user", "assistant", "tool", "developer")
 TEXT_FIELDS = ("role", "tool_call_id", "name")   # plain strings
 JSON_FIELDS = ("tool_calls",)                      # edited as JSON text, checked here
-
-
-class EditError(WorkbenchError):
-    """An editor operation that cannot apply: names the message and field, and what to write."""
 
 
 @dataclass(frozen=True)
@@ -469,15 +464,3 @@ class Autosave:
 
     def discard(self, source: str) -> None:
         self._file(source).unlink(missing_ok=True)
-
-
-def blank_session(fmt: str = "openai") -> SessionDocument:
-    """A new conversation to start from."""
-    data: dict[str, Any] = {"format": fmt, "title": "New session", "messages": [
-        {"role": "user", "content": "Hello!"}]}
-    if fmt == "openai":
-        data["messages"].insert(0, {"role": "system", "content": "You are a helpful assistant."})
-    else:
-        data["system"] = "You are a helpful assistant."
-    detect_format(data)
-    return SessionDocument(data, None, "new_session.json")

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WorkbenchError
+from ..errors import FileAccessError, OverwriteNeeded
 from ..home import workbench_home
 from .document import SessionDocument, atomic_write, sweep_temp_files, temp_name
 
@@ -47,18 +47,6 @@ MAX_LISTED = 2000           # session files the picker lists (a folder of thousa
 EXPORTS_LEDGER = ".workbench-app-exports.json"   # in the export folder: the bundles this app wrote
 _DRIVE = re.compile(r"[A-Za-z]:")
 _EXPORT_LOCK = threading.Lock()   # one export at a time per process: the ledger is read, then rewritten
-
-
-class FileAccessError(WorkbenchError):
-    """A name or a pick the app refuses: outside its folders, not a plain name, not one of its options."""
-
-
-class OverwriteNeeded(FileAccessError):
-    """The name is taken: the file (or bundle) is replaced only once the user confirms."""
-
-    def __init__(self, message: str, *, name: str, hint: str | None = None):
-        self.name = name
-        super().__init__(message, hint=hint)
 
 
 def _shown(name: str) -> str:

@@ -62,8 +62,3 @@ def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = N
             f"{fp['correction']}. Embedding {d.embed_ms:.1f} ms, search {d.search_ms:.2f} ms.</p>"
             f'<table class="wb-table"><tr><th>similarity</th><th>fingerprint</th><th>differences</th><th>state</th>'
             f"<th>its verdict</th><th>cached context</th></tr>{rows}</table>{escape(note)}</div>")
-
-
-def default_cache() -> "SemanticCache":
-    from ..semantic.cache import SemanticCache
-    return SemanticCache()

@@ -24,12 +24,12 @@ from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
 from ..analysis.turn_prompts import breakpoints_of, reply_tokens
 from ..assembler import Assembler
 from ..assets import sample_sessions
-from ..errors import WorkbenchError
+from ..errors import EditError, WorkbenchError
 from ..result import AssemblyResult
 from ..session import Session
 from ..templates import RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
-from .document import Autosave, Edit, EditError, SessionDocument, new_message, parse_json_field
+from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
 DEFAULT_SESSION = "support_chat.json"
 DEFAULT_TEMPLATE = "qwen2.5"
@@ -132,11 +132,6 @@ class WorkbenchState:
         if self.autosave is not None:
             self.autosave.discard(old)
         return target
-
-    def store_autosave(self) -> Path | None:
-        if self.autosave is None or not self.doc.dirty:
-            return None
-        return self.autosave.store(self.source, self.doc)
 
     def apply(self, op: dict) -> Edit:
         """One message-editor operation on the messages of the selected turn."""

@@ -1,0 +1,150 @@
+"""The options several commands share, and one checker per kind of option value.
+
+`common_options` adds the assembly options (template, tokenizer, budget, truncation, injection,
+variables, output) to a command; `build_assembler` turns them into an Assembler. The checkers
+below (`at_least`, `port`, `mebibytes`, `fraction`, `folder`, `thresholds`) are the only place an
+option value is judged: each raises one WorkbenchError naming the option, so every command words
+the same mistake the same way (the runner prints it as one `error:` line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import strict_json
+from ..assembler import Assembler
+from ..errors import WorkbenchError
+from ..injection import ASSISTANT_POLICIES, POLICIES
+from ..sessions import SessionFile
+from ..templates import SHIPPED, RenderLimits
+from ..truncation import TruncationPolicy
+from ..variables import VariableConfig
+
+if TYPE_CHECKING:
+    from ..semantic.cache import Thresholds
+
+DEFAULT_TEMPLATE = "qwen2.5"
+TIB_IN_MIB = 2**20            # option sizes are in MiB; anything from 1 TiB up is a typo
+
+
+# --- the assembly options ------------------------------------------------------------------------
+def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
+    p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
+                                                    f"{DEFAULT_TEMPLATE})")
+    p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
+    if turn:
+        p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
+    p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
+    p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
+    p.add_argument("--vars", metavar="FILE", default=None,
+                   help='prompt-template variables: JSON {"constants": {...}, "request": {...}, "declare": {...}}')
+    p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
+    p.add_argument("--truncate-unit", choices=("turn", "message"), default="turn",
+                   help="what is dropped at once, oldest first (tool calls always go with their results)")
+    p.add_argument("--cut", action="store_true",
+                   help="allow cutting the newest dropped message at a token boundary (marked) to fill the budget")
+    p.add_argument("--injection", choices=POLICIES, default="escape",
+                   help="special-token strings in request text (system, user, tool results, names, ids): "
+                        "escape (default), reject, allow")
+    p.add_argument("--tool-injection", choices=POLICIES, default="escape",
+                   help="special-token strings in tool schemas: escape (default), reject, allow")
+    p.add_argument("--assistant-injection", choices=ASSISTANT_POLICIES, default="model",
+                   help="special-token strings in assistant output: model (default: keep <think>, <tool_call> "
+                        "and the like, escape turn markers), escape, reject, allow")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--tokens", action="store_true", help="show token boundaries in the view")
+    p.add_argument("--full", action="store_true", help="do not fold long segments in the view")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def load_vars(path: str) -> tuple[VariableConfig, dict[str, Any]]:
+    p = Path(path)
+    try:
+        data = strict_json.loads(p.read_text("utf-8"))
+    except OSError as exc:
+        raise WorkbenchError(f"cannot read {p}: {exc.strerror}", hint="check the --vars path") from None
+    except strict_json.JSONValueError as exc:   # NaN, too deep, a lone surrogate...: where, and how to fix it
+        raise WorkbenchError(f"{p.name}: {exc}", hint=exc.hint or None) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WorkbenchError(f"{p.name} is not valid UTF-8 JSON: {exc}", hint="fix the variables file") from None
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{p.name} must hold a JSON object, got {type(data).__name__}")
+    return VariableConfig.from_json(data, where=p.name)
+
+
+def build_assembler(session: SessionFile, args: argparse.Namespace, cache: object = "auto"
+                    ) -> tuple[Assembler, Callable[[dict[str, Any]], dict[str, Any]]]:
+    """The Assembler the options describe, and how to prepare one of the session's requests for it."""
+    at_least(args.context_window, 1, "--context-window")
+    at_least(args.reserve, 0, "--reserve")
+    cw = args.context_window
+    if cw is None and isinstance(session.raw.get("context_window"), int):
+        cw = session.raw["context_window"]
+    options: dict[str, Any] = {}
+    if args.template and args.template not in SHIPPED:  # a file or folder nobody reviewed: its own process
+        options["render_limits"] = RenderLimits(isolate=True)
+    request_vars: dict[str, Any] = {}
+    if args.vars:
+        options["variables"], request_vars = load_vars(args.vars)
+    asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
+                    context_window=cw, reserve=args.reserve, injection=args.injection,
+                    tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
+                    truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
+                                                cut=args.cut), cache=cache, **options)
+
+    def prepare(request: dict[str, Any]) -> dict[str, Any]:
+        if not request_vars:
+            return request
+        # The file's request variables join the request's own; the file wins on a clash.
+        own = request.get("variables")
+        return {**request, "variables": {**(own if isinstance(own, dict) else {}), **request_vars}}
+
+    return asm, prepare
+
+
+# --- one checker per kind of value ---------------------------------------------------------------
+def at_least(value: int | None, minimum: int, flag: str) -> None:
+    """A count (tokens, turns, a window): None means the option was not given."""
+    if value is not None and value < minimum:
+        raise WorkbenchError(f"{flag} must be at least {minimum}, got {value}")
+
+
+def port(value: int, flag: str = "--port") -> None:
+    if not 0 <= value <= 65535:
+        raise WorkbenchError(f"{flag} must be between 0 and 65535, got {value}", hint="0 picks a free port")
+
+
+def mebibytes(value: float, flag: str, *, zero: bool) -> int:
+    """A size given in MiB, as bytes. `zero`: whether 0 (nothing) is allowed; nan and inf are
+    refused here, where int() would fail without naming the option."""
+    low_ok = value >= 0 if zero else value * 2**20 >= 1
+    if not (low_ok and value < TIB_IN_MIB):   # `not (...)`: nan fails every comparison
+        span = "from 0 to under 1 TiB" if zero else "more than 0 and under 1 TiB"
+        raise WorkbenchError(f"{flag} must be {span}, got {value}")
+    return int(value * 2**20)
+
+
+def fraction(value: float, flag: str) -> None:
+    if not 0 <= value <= 1:   # also refuses nan
+        raise WorkbenchError(f"{flag} must be between 0 and 1, got {value}")
+
+
+def folder(value: str | None, flag: str) -> None:
+    """A folder option: left out is the default, given empty is a mistake."""
+    if value is not None and not value.strip():
+        raise WorkbenchError(f"{flag} is empty", hint="give a folder, or leave the option out for the default")
+
+
+def thresholds(text: str | None, flag: str = "--thresholds") -> Thresholds | None:
+    """The semantic cache's HIGH,LOW pair (None when the option was not given)."""
+    if text is None:
+        return None
+    from ..semantic.cache import Thresholds   # the semantic cache only for the commands that use it
+    try:
+        high, low = (float(x) for x in text.split(","))
+    except ValueError:
+        raise WorkbenchError(f"{flag} takes HIGH,LOW (two numbers), got {text!r}") from None
+    return Thresholds(high=high, low=low)
