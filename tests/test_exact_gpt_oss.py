@@ -30,7 +30,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 import workbench.templates.sandbox as sandbox
 from corpus import CASES, FLIGHTS, WEATHER, Case
 from oracles import official_template
-from workbench.assembler import Assembler
+from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template, render

@@ -25,7 +25,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 from corpus import CASES, FLIGHTS, WEATHER, Case
 from oracles import official_template, vocab_vectors
-from workbench.assembler import Assembler
+from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template, render

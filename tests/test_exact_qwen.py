@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from workbench.assembler import Assembler
+from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench._compare import first_difference
+from workbench.difference import first_difference
 from workbench.analysis import providers
 from workbench.analysis.provider_params import ProviderParams
 from workbench.analysis.providers import (

@@ -16,11 +16,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._compare import first_difference
-from ..assembler import Assembler
+from ..difference import first_difference
+from ..assembly import Assembler
 from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
-from ..result import AssemblyResult
+from ..assembly.result import AssemblyResult
 
 # Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
 # written-out dates.

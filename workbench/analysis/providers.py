@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..engine.kv import BlockHash, block_hashes
 from ..engine.radix import RadixKVCache
 from ..errors import ProviderParamsError, SimulationError

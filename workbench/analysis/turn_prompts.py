@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 from .providers import TurnPrompt
 
 if TYPE_CHECKING:
-    from ..result import AssemblyResult
+    from ..assembly.result import AssemblyResult
 
 
 def breakpoints_of(result: "AssemblyResult", mode: str) -> tuple[int, ...]:

@@ -5,13 +5,15 @@ build.py     the stages of one exact assembly: render, lay out, tokenize, diagno
 incremental.py  the next request extends the previous result
 cached.py    the shared prompt cache: exact hits, prefix hits extended, single-flight misses
 truncate.py  assembly under a budget
-assembler.py the Assembler: composes the above; session.py: successive requests; result.py
+assembler.py the Assembler: composes the above; session.py: successive requests; result.py;
+             assembly_metrics.py: what one Assembler counts
 """
 
-from .assembler import Assembler, AssemblerConfig
-from .context import BuildContext
+from .assembler import AUTO_CACHE_BYTES, Assembler, AssemblerConfig
 from .assembly_metrics import AssemblyMetrics
+from .context import BuildContext
 from .result import AssemblyResult
 from .session import Session
 
-__all__ = ["Assembler", "AssemblerConfig", "AssemblyMetrics", "AssemblyResult", "BuildContext", "Session"]
+__all__ = ["AUTO_CACHE_BYTES", "Assembler", "AssemblerConfig", "AssemblyMetrics", "AssemblyResult", "BuildContext",
+           "Session"]

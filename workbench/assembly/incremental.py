@@ -28,7 +28,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
 from ..rewrites import inspect_render

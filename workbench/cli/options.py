@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import strict_json
-from ..assembler import Assembler
+from ..assembly import Assembler
 from ..errors import WorkbenchError
 from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..sessions import SessionFile
-from ..templates import SHIPPED, RenderLimits
+from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
 from ..truncation import TruncationPolicy
 from ..variables import VariableConfig
 
 if TYPE_CHECKING:
     from ..semantic.cache import Thresholds
 
-DEFAULT_TEMPLATE = "qwen2.5"
 TIB_IN_MIB = 2**20            # option sizes are in MiB; anything from 1 TiB up is a typo
 
 

@@ -11,7 +11,7 @@ import sys
 from importlib import resources
 from typing import TextIO
 
-from ..result import AssemblyResult
+from ..assembly.result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
 from .options import build_assembler, common_options
 from .output import print_json

@@ -17,7 +17,7 @@ from typing import Any, NewType, Sequence
 import numpy as np
 
 from .. import strict_json
-from .._compare import first_difference
+from ..difference import first_difference
 from ..errors import EngineError
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "float8": 1, "fp8": 1}

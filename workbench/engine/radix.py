@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from .._optional import require
 from ..errors import EngineError
 

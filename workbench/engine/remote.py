@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..errors import EngineError
 
 FLAGS_HINT = ("vLLM: --enable-prefix-caching --enable-prompt-tokens-details; "

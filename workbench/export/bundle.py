@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import __version__
-from ..assembler import AUTO_CACHE_BYTES, Assembler
+from ..assembly import AUTO_CACHE_BYTES, Assembler
 from ..cache.store import ENV_REDIS_URL
 from ..errors import WorkbenchError
 from . import safe_yaml

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..assembler import Assembler, AssemblerConfig
+from ..assembly import Assembler, AssemblerConfig
 from ..cache.store import TwoTierCache
 from ..cleaning import CleaningPolicy
 from ..errors import BundleError, WorkbenchError

@@ -20,7 +20,7 @@ from ..analysis.turn_prompts import reply_tokens
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
-    from ..result import AssemblyResult
+    from ..assembly.result import AssemblyResult
 
 RULES = ("system", "previous_turn", "last_message")
 HEAD_KINDS = ("bos", "system", "tools", "preamble")

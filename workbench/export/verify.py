@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..errors import BundleError
 from ..sessions import load_session
 from . import paths

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
 from .detect import detect_format, normalize

@@ -1,7 +1,7 @@
 """Chat templates rendered the way transformers renders them."""
 
-from .registry import SHIPPED, ChatTemplate, from_source, get_template, shipped_names
+from .registry import DEFAULT_TEMPLATE, SHIPPED, ChatTemplate, from_source, get_template, shipped_names
 from .render import Rendered, RenderLimits, render
 
-__all__ = ["ChatTemplate", "get_template", "from_source", "shipped_names", "SHIPPED", "render", "Rendered",
-           "RenderLimits"]
+__all__ = ["DEFAULT_TEMPLATE", "ChatTemplate", "get_template", "from_source", "shipped_names", "SHIPPED", "render",
+           "Rendered", "RenderLimits"]

@@ -78,6 +78,10 @@ SHIPPED: dict[str, _Shipped] = {s.name: s for s in [
 ]}
 
 
+# What the command line and the workbench assemble with when no template is named.
+DEFAULT_TEMPLATE = "qwen2.5"
+
+
 def shipped_names() -> list[str]:
     return list(SHIPPED)
 

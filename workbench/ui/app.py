@@ -32,7 +32,7 @@ from typing import Any, Callable
 from .._optional import require
 from ..assets import widget_file
 from ..errors import WorkbenchError
-from ..result import AssemblyResult
+from ..assembly.result import AssemblyResult
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names

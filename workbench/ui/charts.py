@@ -17,7 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     from ..analysis import TurnAnalysis
     from ..analysis.providers import Simulation
-    from ..result import AssemblyResult
+    from ..assembly.result import AssemblyResult
     from ..tokenizers.base import Tokenizer
 
 PART_COLOURS = {"system": "#8250df", "tools": "#bf8700", "history": "#57606a", "last_user": "#1a7f37",

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..errors import EditError, WorkbenchError
-from ..result import AssemblyResult
+from ..assembly.result import AssemblyResult
 from .document import SessionDocument
 from .files import AppFiles
 from .state import Panels, WorkbenchState

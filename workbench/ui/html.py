@@ -7,7 +7,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..result import AssemblyResult
+    from ..assembly.result import AssemblyResult
     from .state import Panels
 
 CSS = """

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .._optional import require
-from ..assembler import Assembler
+from ..assembly import Assembler
 from ..assets import widget_file
-from ..result import AssemblyResult
+from ..assembly.result import AssemblyResult
 from .viewmodel import Patch, PatchFeed
 
 _anywidget = require("anywidget", "the notebook widgets")

@@ -10,7 +10,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..assembler import Assembler
+    from ..assembly import Assembler
     from ..semantic.cache import Decision, SemanticCache
 
 SESSION = "this-session"

@@ -22,17 +22,16 @@ from typing import Any
 from ..analysis import TurnAnalysis, analyze_turn
 from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
 from ..analysis.turn_prompts import breakpoints_of, reply_tokens
-from ..assembler import Assembler
+from ..assembly import Assembler
 from ..assets import sample_sessions
 from ..errors import EditError, WorkbenchError
-from ..result import AssemblyResult
-from ..session import Session
-from ..templates import RenderLimits, from_source, get_template
+from ..assembly.result import AssemblyResult
+from ..assembly import Session
+from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
 DEFAULT_SESSION = "support_chat.json"
-DEFAULT_TEMPLATE = "qwen2.5"
 AUTO = "auto"                    # the tokenizer: the selected template's own
 
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..engine.kv import KV_CONFIGS, KVConfig  # noqa: F401 - KVConfig re-exported for the views
 from ..errors import WorkbenchError
 
 if TYPE_CHECKING:
     from ..analysis import TurnAnalysis
-    from ..assembler import Assembler
-    from ..result import AssemblyResult
+    from ..assembly import Assembler
+    from ..assembly.result import AssemblyResult
     from ..sessions import SessionFile
     from ..tokenizers.base import Tokenizer
 

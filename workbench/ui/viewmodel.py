@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._compare import first_difference
+from ..difference import first_difference
 from ..segments import Segment, originals
 
 if TYPE_CHECKING:
-    from ..result import AssemblyResult
+    from ..assembly.result import AssemblyResult
     from ..tokenizers.base import Tokenizer
 
 SegmentKey = tuple[str, "str | None", "int | None", str, int]
