@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser import free_port
 
 # Page config for the test server: no announcement/news toast over the notebook (it would also ask

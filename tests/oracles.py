@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 SDIST = "llama-cpp-python==0.3.36"
@@ -49,7 +49,7 @@ def ensure() -> Path:
     return ROOT
 
 
-@lru_cache(maxsize=None)
+@cache
 def official_template(filename: str) -> str:
     return (ensure() / "templates" / filename).read_text(encoding="utf-8")
 

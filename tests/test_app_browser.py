@@ -12,11 +12,10 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from browser import ROOT, AppServer, app_command
 
 # The test setup installs Playwright, Panel and the distribution's Chromium (scripts/test.sh):

@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser import ROOT, AppServer, app_command
+
 from workbench.errors import FileAccessError, OverwriteNeeded, SessionFileError
 from workbench.ui.controller import Controller
-from workbench.ui.document import (STALE_AFTER_S, Autosave, SessionDocument, atomic_write, is_stale_temp,
-                                   sweep_temp_files, temp_name)
+from workbench.ui.document import (
+    STALE_AFTER_S,
+    Autosave,
+    SessionDocument,
+    atomic_write,
+    is_stale_temp,
+    sweep_temp_files,
+    temp_name,
+)
 from workbench.ui.files import EXPORTS_LEDGER, AppFiles
 from workbench.ui.state import WorkbenchState, sample_sessions
 

@@ -5,12 +5,12 @@ user (or a hostile page) would; tests/test_app_files.py covers every payload wit
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from browser import AppServer
+
 from workbench.ui.document import SessionDocument
 from workbench.ui.state import sample_sessions
 

@@ -14,10 +14,22 @@ import numpy as np
 import pytest
 
 from workbench import Assembler, CleaningPolicy
-from workbench.errors import (BudgetError, CleaningError, FormatDetectionError, InjectionError, RequestError,
-                              SessionFileError, TemplateError, TemplateLimitError, TemplateNotFoundError,
-                              TemplateSecurityError, TemplateSyntaxError, TokenizerNotFoundError, VariableError,
-                              WorkbenchError)
+from workbench.errors import (
+    BudgetError,
+    CleaningError,
+    FormatDetectionError,
+    InjectionError,
+    RequestError,
+    SessionFileError,
+    TemplateError,
+    TemplateLimitError,
+    TemplateNotFoundError,
+    TemplateSecurityError,
+    TemplateSyntaxError,
+    TokenizerNotFoundError,
+    VariableError,
+    WorkbenchError,
+)
 from workbench.sessions import load_session
 from workbench.templates import RenderLimits, from_source
 

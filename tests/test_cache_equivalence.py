@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -17,8 +17,8 @@ import threading
 import time
 import tracemalloc
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pytest

@@ -27,8 +27,14 @@ from workbench.cache.keys import CacheKey
 from workbench.cache.local import ByteLRU
 from workbench.cache.redis_tier import FORMAT_VERSION, MAGIC, WireError, decode, encode
 from workbench.cache.store import ENTRY_OVERHEAD, CacheEntry, TwoTierCache
-from workbench.errors import (CacheError, CacheTypeError, CacheValueError, MissingDependencyError, VariableError,
-                             WorkbenchError)
+from workbench.errors import (
+    CacheError,
+    CacheTypeError,
+    CacheValueError,
+    MissingDependencyError,
+    VariableError,
+    WorkbenchError,
+)
 
 _ids = itertools.count()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch    # the test extra pins the CPU wheel
+import torch  # the test extra pins the CPU wheel
 
 from workbench import Assembler, load_session
 from workbench.cli.main import main

@@ -11,12 +11,12 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from browser import free_port
+
 from workbench import Assembler, load_session
 from workbench.cli.main import main
 from workbench.engine.remote import RemoteEngine

@@ -22,14 +22,14 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from corpus import CASES, FLIGHTS, WEATHER, Case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import official_template
 from transformers.utils import chat_template_utils
 from transformers.utils.chat_template_utils import render_jinja_template
 
 import workbench.templates.sandbox as sandbox
-from corpus import CASES, FLIGHTS, WEATHER, Case
-from oracles import official_template
 from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError

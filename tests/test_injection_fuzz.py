@@ -10,7 +10,7 @@ exactly when it holds a control string in a field the template may render. 500 e
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ ESCAPE_ALL = {"injection": "escape", "tool_injection": "escape", "assistant_inje
 REJECT_ALL = {"injection": "reject", "tool_injection": "reject", "assistant_injection": "reject"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def assembler(template: str, policy: str) -> Assembler:
     return Assembler(template=template, cache=None, **(ESCAPE_ALL if policy == "escape" else REJECT_ALL))
 

@@ -17,11 +17,10 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from workbench import Assembler
+from workbench import Assembler, strict_json
 from workbench.errors import RequestError, WorkbenchError
 from workbench.intake import IntakeLimits, normalize
 from workbench.intake.next_request import normalize_next
-from workbench import strict_json
 
 USER = {"role": "user", "content": "hi"}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",

@@ -15,11 +15,10 @@ import re
 import shutil
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import nbformat
 import pytest
-
 from browser import ROOT
 from lab_server import run_all_cells
 

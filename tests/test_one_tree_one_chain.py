@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.difference import first_difference
 from workbench.analysis.provider_params import ProviderParams
 from workbench.analysis.providers import SGLangSimulator, TurnPrompt, VLLMSimulator, make_simulator, simulate
+from workbench.difference import first_difference
 from workbench.engine.engine import Engine
 from workbench.engine.kv import HASH_ALGOS, block_hashes, paged_view
 from workbench.engine.radix import RadixKVCache

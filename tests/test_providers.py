@@ -14,12 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.difference import first_difference
 from workbench.analysis import providers
 from workbench.analysis.provider_params import ProviderParams
 from workbench.analysis.providers import (
-    PROVIDERS, SGLangSimulator, TurnPrompt, VLLMSimulator, make_simulator, simulate,
+    PROVIDERS,
+    SGLangSimulator,
+    TurnPrompt,
+    VLLMSimulator,
+    make_simulator,
+    simulate,
 )
+from workbench.difference import first_difference
 from workbench.errors import ProviderParamsError, SimulationError, UnknownProviderError, WorkbenchError
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from redis_server import redis_server  # noqa: F401 - fixture
+
 from workbench.errors import WorkbenchError
 from workbench.semantic.cache import SHORT_TTL_S, SemanticCache, Thresholds
-from workbench.semantic.embedders import HashingEmbedder, MiniLMEmbedder
 from workbench.semantic.compare import direction_reversed, missing, pair_vetoes, reversals, text_difference
+from workbench.semantic.embedders import HashingEmbedder, MiniLMEmbedder
 from workbench.semantic.fingerprint import entities_of, fingerprint, question
 from workbench.semantic.store import RedisSemanticStore
 

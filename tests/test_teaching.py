@@ -14,8 +14,7 @@ from workbench import Assembler
 from workbench.analysis import analyze
 from workbench.errors import WorkbenchError
 from workbench.sessions import load_session
-from workbench.ui.teaching import (KV_CONFIGS, STEP_KEYS, KVConfig, teaching_for_turn, teaching_html,
-                                   teaching_steps)
+from workbench.ui.teaching import KV_CONFIGS, STEP_KEYS, KVConfig, teaching_for_turn, teaching_html, teaching_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = '<mark class="wb-t-special">'

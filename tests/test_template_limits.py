@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2.ext
@@ -20,10 +20,16 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from workbench import Assembler, VariableConfig
 from workbench.cli.main import main
 from workbench.conversation import Message
-from workbench.errors import (TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError,
-                              VariableError, VariableLimitError, WorkbenchError)
-from workbench.templates import RenderLimits, from_source, get_template, render
-from workbench.templates import worker
+from workbench.errors import (
+    TemplateError,
+    TemplateLimitError,
+    TemplateSecurityError,
+    TemplateSyntaxError,
+    VariableError,
+    VariableLimitError,
+    WorkbenchError,
+)
+from workbench.templates import RenderLimits, from_source, get_template, render, worker
 from workbench.templates.render import FREE_OUTPUT_CHARS, compile_checked
 from workbench.templates.sandbox import MAX_TEMPLATE_CHARS, compile_template, environment
 from workbench.variables import expand_messages
@@ -270,7 +276,7 @@ def test_isolated_render_equals_the_thread_render(name):
 
 def test_now_fixes_the_clock_in_both_modes():
     src = "{{ strftime_now('%Y-%m-%d %H:%M') }}"
-    when = datetime(2001, 2, 3, 4, 5, tzinfo=timezone.utc)
+    when = datetime(2001, 2, 3, 4, 5, tzinfo=UTC)
     assert rendered(src, now=when).text == "2001-02-03 04:05"
     assert rendered(src, now=when, limits=RenderLimits(isolate=True)).text == "2001-02-03 04:05"
     before = datetime.now().strftime("%Y-%m-%d %H:%M")

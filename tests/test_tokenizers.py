@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import oracles  # noqa: E402  (tests/ is on sys.path via conftest)
 import pytest
 
-import oracles  # noqa: E402  (tests/ is on sys.path via conftest)
 from workbench import Assembler
 from workbench._optional import require
 from workbench.errors import MissingDependencyError

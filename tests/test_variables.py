@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +18,7 @@ from workbench.variables import (
     expand_messages,
 )
 
-CLOCK = lambda: datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)  # noqa: E731
+CLOCK = lambda: datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)  # noqa: E731
 
 
 def tmsg(content, seq=0, role="system", local=None):
@@ -348,7 +348,7 @@ def test_bindings_merge_seqs_and_keep_first_use_order():
 
 
 def test_binding_to_json_shape_and_jsonable_values():
-    when = datetime(2020, 1, 2, tzinfo=timezone.utc)
+    when = datetime(2020, 1, 2, tzinfo=UTC)
     _, b, _ = expand("{{ t }} {{ xs }}", constants={"t": when}, request={"xs": (1, 2)})
     assert b["t"].to_json() == {"name": "t", "value": when.isoformat(), "scope": "system",
                                 "volatile": False, "seqs": [0]}

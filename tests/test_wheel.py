@@ -32,7 +32,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from browser import ROOT, AppServer
 
 try:

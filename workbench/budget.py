@@ -7,8 +7,8 @@ configuration, the template's model, and the defaults below.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .conversation import Conversation
 from .errors import BudgetError

@@ -8,9 +8,10 @@ at what the user wrote even after a merge or a drop.
 from __future__ import annotations
 
 import hashlib
-from operator import attrgetter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Literal, Sequence
+from operator import attrgetter
+from typing import Literal
 
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, info, warning

@@ -3,7 +3,8 @@ pipeline, the analysis, the simulators, the engine, the export check and the UI 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from functools import lru_cache
+from typing import Any, Literal
 
 from .conversation import Conversation, Message
 from .diagnostics import Diagnostic, info, warning

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .conversation import Message
 from .diagnostics import Diagnostic, info, warning
 from .segments import Span
-
 
 
 def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span],

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, overload
+from typing import Any, overload
 
 from .errors import SessionFileError
 from .intake import detect_format

@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 MAX_DEPTH = 200        # containers inside containers; real tool schemas stay under 20
 MAX_INT_DIGITS = 100   # JSON has no integer size; past this a number is an attack, not data

@@ -24,8 +24,9 @@ assemblies instead.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Literal, NamedTuple, Protocol, Sequence
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -433,8 +433,8 @@ class _Expander:
     def builtin(self, name: str) -> Any:
         # Computed once per call: every message of one request sees the same time and id.
         if not self._builtins:
-            now = (self.config.clock or (lambda: datetime.now(timezone.utc)))()
-            now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+            now = (self.config.clock or (lambda: datetime.now(UTC)))()
+            now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
             self._builtins = {"now": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "today": now.date().isoformat(),
                               "request_id": (self.config.new_request_id or (lambda: uuid.uuid4().hex))(),
                               "strftime_now": now.strftime}

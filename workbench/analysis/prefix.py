@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..difference import first_difference
 from ..assembly import Assembler
+from ..assembly.result import AssemblyResult
 from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
-from ..assembly.result import AssemblyResult
+from ..difference import first_difference
 
 # Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
 # written-out dates.

@@ -3,7 +3,8 @@ token ids, its cache breakpoints and the length of the reply that followed it.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .providers import TurnPrompt
 

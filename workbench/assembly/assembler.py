@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Sequence
+from typing import Any
 
 from ..budget import Window, measure, measure_next, resolve_window
 from ..cache.keys import extend_chain, prefix_chain, prompt_key
@@ -31,12 +32,12 @@ from ..templates import ChatTemplate, RenderLimits, get_template
 from ..tokenizers import Tokenizer, get_tokenizer
 from ..truncation import Dropped, TruncationPolicy, estimate_message, estimate_text, newest_first
 from ..variables import Binding, VariableConfig, expand_messages
+from .assembly_metrics import AssemblyMetrics
 from .build import exact, render_text
 from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
-from .assembly_metrics import AssemblyMetrics
 from .result import AssemblyResult
 from .session import Session
 from .truncate import Fitted, fitted

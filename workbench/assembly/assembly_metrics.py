@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from ..cache.metrics import LATENCY_WINDOW, LatencySummary, latency_summary, prom_family, prom_latency
 

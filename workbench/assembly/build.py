@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

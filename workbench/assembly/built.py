@@ -7,9 +7,10 @@ learns more returns a changed copy (`dataclasses.replace`), so no flag is set be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 

@@ -10,8 +10,8 @@ checked before it is used (`_entry_built`): an entry is a miss unless it could b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 

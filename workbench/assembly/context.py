@@ -14,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 import jinja2.nodes
 

@@ -22,15 +22,16 @@ incremental ids to a cold assembly for every shipped template.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from ..difference import first_difference
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
+from ..difference import first_difference
 from ..rewrites import inspect_render
 from ..segments import Segment, SegmentList, Span, find_message_segment, moved_diagnostics, originals, tokenize_spans
 from .build import render_spans

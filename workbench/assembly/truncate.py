@@ -9,15 +9,28 @@ never a hidden write).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Sequence
 
 from ..budget import Window
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic, warning
-from ..truncation import (Dropped, DroppedList, Plan, Search, TruncationPolicy, dropped_records, estimate_message,
-                          estimate_text, fit, mandatory_error, newest_first, plan, tail_text)
+from ..truncation import (
+    Dropped,
+    DroppedList,
+    Plan,
+    Search,
+    TruncationPolicy,
+    dropped_records,
+    estimate_message,
+    estimate_text,
+    fit,
+    mandatory_error,
+    newest_first,
+    plan,
+    tail_text,
+)
 from .build import exact, splice
 from .built import Built
 from .context import BuildContext

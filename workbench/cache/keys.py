@@ -8,8 +8,8 @@ changed message invalidate everything after it and nothing before it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..conversation import Message
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Literal
 
 Tier = Literal["local", "redis"]
 # connect, timeout: the server is unreachable or silent. garbage: a reply or value that does not

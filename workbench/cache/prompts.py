@@ -10,7 +10,7 @@ A later request whose messages start with those messages finds it and extends it
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

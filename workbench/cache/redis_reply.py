@@ -19,16 +19,23 @@ only when a Redis tier is configured.
 
 from __future__ import annotations
 
+import builtins
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from io import SEEK_END
-from typing import Any, Iterator
+from typing import Any
 
 from redis._parsers.resp2 import _RESP2Parser
-from redis._parsers.socket import (NONBLOCKING_EXCEPTION_ERROR_NUMBERS, NONBLOCKING_EXCEPTIONS,
-                                   SENTINEL, SERVER_CLOSED_CONNECTION_ERROR, SocketBuffer)
+from redis._parsers.socket import (
+    NONBLOCKING_EXCEPTION_ERROR_NUMBERS,
+    NONBLOCKING_EXCEPTIONS,
+    SENTINEL,
+    SERVER_CLOSED_CONNECTION_ERROR,
+    SocketBuffer,
+)
 from redis.exceptions import ConnectionError, InvalidResponse, TimeoutError
 
 # What a reply may bring beyond the value itself: its `$<length>\r\n` header and `\r\n`, and the
@@ -104,7 +111,7 @@ class BoundedSocketBuffer(SocketBuffer):
                 if length is not None and length > marker:
                     continue
                 return True
-        except socket.timeout:
+        except builtins.TimeoutError:
             if deadline and time.monotonic() >= deadline:
                 raise DeadlineExceeded("the Redis call passed its deadline while reading the reply") from None
             if raise_on_timeout:

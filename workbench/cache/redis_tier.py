@@ -42,8 +42,9 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Mapping
 from hashlib import sha256
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray

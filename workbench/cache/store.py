@@ -22,9 +22,10 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, NoReturn, Sequence
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray

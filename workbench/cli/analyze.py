@@ -7,8 +7,8 @@ import sys
 
 from ..analysis import analyze
 from ..sessions import load_session
-from .output import print_json
 from .options import build_assembler, common_options
+from .output import print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from ..sessions import load_session
-from .output import print_json
 from .options import build_assembler, common_options
+from .output import print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import strict_json
 from ..assembly import Assembler
@@ -141,7 +142,7 @@ def thresholds(text: str | None, flag: str = "--thresholds") -> Thresholds | Non
     """The semantic cache's HIGH,LOW pair (None when the option was not given)."""
     if text is None:
         return None
-    from ..semantic.cache import Thresholds   # the semantic cache only for the commands that use it
+    from ..semantic.cache import Thresholds  # the semantic cache only for the commands that use it
     try:
         high, low = (float(x) for x in text.split(","))
     except ValueError:

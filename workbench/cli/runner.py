@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import WorkbenchError
 

@@ -27,8 +27,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..semantic.evaluate import evaluate, load_dataset, make_cache, sweep_figure
     from ..semantic.cache import Thresholds
+    from ..semantic.evaluate import evaluate, load_dataset, make_cache, sweep_figure
 
     options.at_least(args.window, 0, "--window")
     options.fraction(args.min_precision, "--min-precision")

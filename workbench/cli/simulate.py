@@ -9,8 +9,8 @@ from ..analysis.provider_params import ProviderParams
 from ..analysis.providers import PROVIDERS, simulate
 from ..analysis.turn_prompts import turn_prompts
 from ..sessions import load_session
-from .output import print_json
 from .options import build_assembler, common_options
+from .output import print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

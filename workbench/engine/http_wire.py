@@ -74,7 +74,7 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
 async def _line(reader: asyncio.StreamReader, limits: ServerLimits, *, first: bool = False) -> bytes:
     try:
         line = await asyncio.wait_for(reader.readline(), limits.read_timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ServeRequestError(f"no complete {'request' if first else 'header'} line within "
                                 f"{limits.read_timeout_s:g} s", status=408) from None
     except ValueError:           # the StreamReader's limit: one line longer than all headers may be
@@ -138,7 +138,7 @@ async def _body(reader: asyncio.StreamReader, limits: ServerLimits, length: int)
         # piece by piece, so the read timeout is an idle timeout: a slow honest upload keeps going
         try:
             piece = await asyncio.wait_for(reader.read(min(BODY_PIECE, length - got)), limits.read_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ServeRequestError(f"the body stalled after {got} of {length} bytes: nothing for "
                                     f"{limits.read_timeout_s:g} s", status=408) from None
         if not piece:

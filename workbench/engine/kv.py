@@ -10,9 +10,10 @@ Llama-3-8B holds 128 KiB per token in bf16, not 512 KiB.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NewType, Sequence
+from typing import Any, NewType
 
 import numpy as np
 

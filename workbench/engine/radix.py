@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..difference import first_difference
 from .._optional import require
+from ..difference import first_difference
 from ..errors import EngineError
 
 Layers = list[tuple[Any, Any]]  # per layer: (K, V), token axis -2

@@ -167,7 +167,7 @@ class EngineServer:
         writer.write(answer(status, body, retry_after=retry_after))
         try:
             await asyncio.wait_for(writer.drain(), self.limits.read_timeout_s)
-        except (asyncio.TimeoutError, ConnectionError, OSError):
+        except (TimeoutError, ConnectionError, OSError):
             writer.transport.abort()                    # a client that does not read its answer
 
     async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

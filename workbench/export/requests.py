@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.providers import TurnPrompt, simulate
 from ..analysis.turn_prompts import reply_tokens
 
 if TYPE_CHECKING:
-    from ..conversation import Conversation
     from ..assembly.result import AssemblyResult
+    from ..conversation import Conversation
 
 RULES = ("system", "previous_turn", "last_message")
 HEAD_KINDS = ("bos", "system", "tools", "preamble")

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 SEAL_VERSION = 1
 SEALED = ("template", "tokenizer.version", "policies", "budget", "variables", "cache.key_recipe", "semantic_cache")

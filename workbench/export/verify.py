@@ -8,9 +8,10 @@ by field, and nothing is assembled with it: its limits are not the ones exported
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..difference import first_difference
 from ..errors import BundleError

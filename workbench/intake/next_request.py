@@ -8,14 +8,15 @@ there one JSON message is one Message. (Anthropic splits tool_result blocks into
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
-from ..difference import first_difference
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
-from .detect import detect_format, normalize
+from ..difference import first_difference
 from ..errors import RequestError
+from .detect import detect_format, normalize
 from .limits import IntakeLimits, check_total
 from .openai import parse_openai
 

@@ -8,8 +8,16 @@ from typing import Any
 from ..conversation import ROLES, Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
-from .limits import (ARGUMENTS_DEPTH, MESSAGE_DEPTH, IntakeLimits, check_json, check_request_fields, check_text,
-                     check_total, parse_json_text)
+from .limits import (
+    ARGUMENTS_DEPTH,
+    MESSAGE_DEPTH,
+    IntakeLimits,
+    check_json,
+    check_request_fields,
+    check_text,
+    check_total,
+    parse_json_text,
+)
 from .params import parse_params, parse_request_variables, parse_template_flag
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")

@@ -29,14 +29,15 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import WorkbenchError
-from .embedders import Embedder, default_embedder
 from .compare import coverage, missing, pair_vetoes
+from .embedders import Embedder, default_embedder
 from .fingerprint import CJK, WEAK_ACTIONS, Fingerprint, fingerprint, is_correction
 from .index import VectorIndex
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -97,7 +97,7 @@ ZH_UNITS = {"年": "year", "月": "month", "日": "day", "天": "day", "小时":
 PARTICLES = re.compile(r"[的了吗呢吧和与或在到入就都也还要想能可会让给把被]")
 CURRENCY = {"$": "dollar", "€": "euro", "£": "pound", "¥": "yuan"}
 FILLER = {"of", "to", "the", "a", "an", "more", "concurrent", "new", "extra", "additional", "different", "separate",
-          "parallel", "more", "other", "big", "small", "large", "in", "on", "at", "for", "per", "and", "or", "with",
+          "parallel", "other", "big", "small", "large", "in", "on", "at", "for", "per", "and", "or", "with",
           "simultaneous", "identical", "same"}
 IDENT = re.compile(r"`([^`]+)`|\"([^\"]{1,60})\"|'([^']{2,60})'|"
                    r"\b([A-Za-z_][A-Za-z0-9]*(?:[_./:-][A-Za-z0-9]+)+)\b|\b([a-z]+[A-Z][A-Za-z0-9]+)\b|"

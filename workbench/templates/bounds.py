@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import ItemsView, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
 from string import Formatter
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import jinja2.utils
 from jinja2.runtime import markup_join

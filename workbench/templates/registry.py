@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,7 @@ def shipped_names() -> list[str]:
     return list(SHIPPED)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _shipped(name: str) -> ChatTemplate:
     s = SHIPPED[name]
     try:

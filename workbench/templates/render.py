@@ -25,14 +25,14 @@ import ctypes
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import jinja2
 
-from ..errors import (TemplateError, TemplateLimitError, TemplateSecurityError,
-                      TemplateSyntaxError)
+from ..errors import TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError
 from . import bounds
 from .bounds import TemplateBoundError
 from .sandbox import TemplateRaised, compile_template

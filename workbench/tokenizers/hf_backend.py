@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .._optional import require
-from .base import Tokenizer, TokenIds, file_sha256
+from .base import TokenIds, Tokenizer, file_sha256
 
 
 @lru_cache(maxsize=1)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from .._optional import require
 from ..errors import TokenizerError, TokenizerNotFoundError, WorkbenchError
@@ -45,8 +45,8 @@ def _tiktoken_ranks(path: Path, expected_hash: str | None = None) -> dict[bytes,
 
 def _openai(encoding: str, name: str, description: str, extra_specials: dict[str, int] | None = None,
             bos: str | None = None, eos: str | None = None) -> Tokenizer:
-    from .tiktoken_backend import TiktokenTokenizer
     from .packs import TIKTOKEN_HASHES
+    from .tiktoken_backend import TiktokenTokenizer
     path = checked_tiktoken_file(encoding)
     ranks = _tiktoken_ranks(path, TIKTOKEN_HASHES[encoding])
     if encoding == "cl100k_base":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Tokenizer, TokenIds
+from .base import TokenIds, Tokenizer
 
 
 class MistralSPMTokenizer(Tokenizer):

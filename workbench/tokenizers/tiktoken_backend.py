@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from .._optional import require
-from .base import Tokenizer, TokenIds
+from .base import TokenIds, Tokenizer
 
 
 class TiktokenTokenizer(Tokenizer):

@@ -26,13 +26,15 @@ import gc
 import html
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .._optional import require
-from ..assets import widget_file
-from ..errors import WorkbenchError
 from ..assembly.result import AssemblyResult
+from ..assets import widget_file
+from ..engine.kv import KV_CONFIGS
+from ..errors import WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
@@ -40,7 +42,6 @@ from .charts import budget_figure
 from .controller import Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
-from ..engine.kv import KV_CONFIGS
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .semantic_panel import semantic_html

@@ -30,11 +30,12 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from ..errors import EditError, WorkbenchError
 from ..assembly.result import AssemblyResult
+from ..errors import EditError, WorkbenchError
 from .document import SessionDocument
 from .files import AppFiles
 from .state import Panels, WorkbenchState

@@ -14,8 +14,8 @@ from typing import Any
 
 from .._optional import require
 from ..assembly import Assembler
-from ..assets import widget_file
 from ..assembly.result import AssemblyResult
+from ..assets import widget_file
 from .viewmodel import Patch, PatchFeed
 
 _anywidget = require("anywidget", "the notebook widgets")
@@ -185,8 +185,8 @@ class Workbench:
     `select_turn`) update them before they return, for scripted notebooks."""
 
     def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None):
-        from ..tokenizers import names as tokenizer_names
         from ..templates import shipped_names
+        from ..tokenizers import names as tokenizer_names
         from .controller import Controller
         from .document import SessionDocument
         from .state import AUTO, WorkbenchState

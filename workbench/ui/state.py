@@ -22,11 +22,10 @@ from typing import Any
 from ..analysis import TurnAnalysis, analyze_turn
 from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
 from ..analysis.turn_prompts import breakpoints_of, reply_tokens
-from ..assembly import Assembler
+from ..assembly import Assembler, Session
+from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
 from ..errors import EditError, WorkbenchError
-from ..assembly.result import AssemblyResult
-from ..assembly import Session
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
