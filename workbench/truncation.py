@@ -256,7 +256,7 @@ def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: fl
     def window_start(upper: int, known: float) -> int:
         """Walk back from unit `upper` until the estimate passes the budget by 4%.
 
-        The ratio is calibrated on exact counts (see Assembler._calibrate), so a small margin
+        The ratio is calibrated on exact counts (assembly/truncate.calibrated), so a small margin
         usually suffices; when it does not, the window fits whole and is widened once.
         """
         c, acc = upper, known

@@ -4,7 +4,7 @@ An entry holds the prompt text, its token ids and, in the metadata, the segment 
 render-stage diagnostics, as JSON. It is keyed by the prompt's cache key (workbench/cache/keys.py:
 the build context's fingerprint, the tools, the message fingerprint chain, the generation flag).
 A later request whose messages start with those messages finds it and extends it
-(workbench/incremental.py), in this process or another one through Redis.
+(workbench/assembly/incremental.py), in this process or another one through Redis.
 """
 
 from __future__ import annotations
