@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from workbench import Assembler
@@ -53,7 +55,7 @@ def test_openai_and_anthropic_normalize_alike():
 
 def test_conversation_is_immutable():
     c, _ = normalize(OPENAI)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         c.messages[0].content = "changed"  # type: ignore[misc]
 
 
