@@ -24,7 +24,8 @@ OPENAI = {"model": "gpt-4o", "max_tokens": 300, "temperature": 0.2, "messages": 
 ANTHROPIC = {"model": "claude", "max_tokens": 300, "temperature": 0.2,
              "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
              "messages": [
-                 {"role": "user", "content": [{"type": "text", "text": "Weather"}, {"type": "text", "text": "in Paris?"}]},
+                 {"role": "user", "content": [{"type": "text", "text": "Weather"},
+                                              {"type": "text", "text": "in Paris?"}]},
                  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
                                                     "input": {"city": "Paris"}}]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]},
