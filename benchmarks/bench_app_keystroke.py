@@ -125,7 +125,8 @@ def main() -> None:
               f"edit -> patch sent {med[1]:.1f} / {p95[1]:.1f}; patch sent -> repaint {med[2]:.1f} / {p95[2]:.1f}")
     print(f"bytes received per keystroke: median {statistics.median(sizes):,.0f}, max {max(sizes):,} "
           f"= {statistics.median(sizes) / max(first_view_bytes, 1):.4%} of the first full view")
-    print(f"burst of {args.burst} keys 30 ms apart: last key -> repaint {burst if burst is None else round(burst, 1)} ms")
+    print(f"burst of {args.burst} keys 30 ms apart: "
+          f"last key -> repaint {burst if burst is None else round(burst, 1)} ms")
 
 
 if __name__ == "__main__":

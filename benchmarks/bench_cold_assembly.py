@@ -91,7 +91,8 @@ def main() -> int:
     hf_enc_ms, _ = timed(lambda: hf(text, add_special_tokens=False)["input_ids"], args.runs)
     if isinstance(hf_ids, dict) or hasattr(hf_ids, "keys"):
         hf_ids = hf_ids["input_ids"]
-    same = np.array_equal(np.asarray(hf_ids, dtype=np.uint32), result.token_ids) and np.array_equal(ids, result.token_ids)
+    same = (np.array_equal(np.asarray(hf_ids, dtype=np.uint32), result.token_ids)
+            and np.array_equal(ids, result.token_ids))
 
     n_msgs, n_tok = len(messages), result.total_tokens
     print(f"session {Path(args.session).name}: {n_msgs} messages, {n_tok:,} tokens, {len(text):,} characters; "

@@ -125,7 +125,8 @@ ERRORS = [
     ("template_calls_undefined", tmpl("{{ messages[0].nothing.more() }}"), TemplateError, ["bad.jinja"]),
     ("template_recursion", tmpl("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", timeout=5), TemplateError,
      ["bad.jinja"]),
-    ("unknown_template", lambda: Assembler(template="llama9"), TemplateNotFoundError, ["llama9", "workbench templates"]),
+    ("unknown_template", lambda: Assembler(template="llama9"), TemplateNotFoundError,
+     ["llama9", "workbench templates"]),
     ("unknown_tokenizer", lambda: Assembler(template="chatml", tokenizer="qwen9"), TokenizerNotFoundError,
      ["qwen9", "workbench tokenizers"]),
     ("injection_rejected", lambda: Assembler(template="chatml", injection="reject").assemble(
@@ -134,7 +135,8 @@ ERRORS = [
     ("unknown_injection_policy", lambda: Assembler(template="chatml", injection="maybe"), WorkbenchError,
      ["maybe"]),
     # budgets (issue 3)
-    ("zero_window", lambda: Assembler(template="chatml", context_window=0), BudgetError, ["positive", "--context-window"]),
+    ("zero_window", lambda: Assembler(template="chatml", context_window=0), BudgetError,
+     ["positive", "--context-window"]),
     ("negative_window", lambda: Assembler(template="chatml", context_window=-1), BudgetError, ["positive"]),
     ("reserve_over_window", lambda: Assembler(template="chatml", context_window=100, reserve=101), BudgetError,
      ["101", "no room", "100"]),

@@ -179,11 +179,14 @@ def check(server: RedisServer, first: dict, second: dict, turns: list[dict]) -> 
     pairs = [(Assembler(cache=shared(server, ns), **cfg), Assembler(cache=None, **cfg)) for cfg in (first, second)]
     for req in turns:
         for cached, fresh in pairs:
-            assert outcome(lambda: cached.assemble(req)) == outcome(lambda: fresh.assemble(req)), req
+            # the loop variables are bound as defaults: outcome() calls each lambda before the next iteration
+            assert (outcome(lambda cached=cached, req=req: cached.assemble(req))
+                    == outcome(lambda fresh=fresh, req=req: fresh.assemble(req))), req
     for cached, fresh in pairs:
         session = cached.session()
         for req in turns:
-            assert outcome(lambda: session.assemble(req)) == outcome(lambda: fresh.assemble(req)), req
+            assert (outcome(lambda session=session, req=req: session.assemble(req))
+                    == outcome(lambda fresh=fresh, req=req: fresh.assemble(req))), req
 
 
 @settings(max_examples=120, deadline=None,
@@ -221,5 +224,5 @@ def test_an_entry_this_vocabulary_could_not_have_made_is_a_miss():
         cache.clear_local()
         cache.put(first.cache_key, spoiled)
         got = asm.assemble(req)
-        assert outcome(lambda: got) == fresh
+        assert outcome(lambda got=got: got) == fresh
         assert {s.source for s in got.segments} == {"fresh"}

@@ -386,7 +386,7 @@ class HostileRedis:
             for _ in range(count):
                 end = need(lambda b: b.find(b"\r\n"))
                 size, buf = int(buf[1:end]), buf[end + 2:]
-                need(lambda b: 0 if len(b) >= size + 2 else -1)
+                need(lambda b, size=size: 0 if len(b) >= size + 2 else -1)
                 args.append(buf[:size])
                 buf = buf[size + 2:]
             yield args

@@ -435,7 +435,7 @@ def test_fair_lock_serves_in_arrival_order_and_gives_up_at_its_deadline() -> Non
     for k in range(3):
         threads.append(threading.Thread(target=waiter, args=(k,)))
         threads[-1].start()
-        wait_for(lambda: lock.waiting == k + 1, f"waiter {k} queued")
+        wait_for(lambda k=k: lock.waiting == k + 1, f"waiter {k} queued")
     t0 = time.monotonic()
     assert not lock.acquire(0.2) and time.monotonic() - t0 < 10      # a fourth gives up, and leaves the queue
     assert lock.waiting == 3

@@ -9,9 +9,10 @@ Id oracles: openai_harmony (OpenAI's reference renderer and tokenizer):
     from the same messages, for every corpus case. The template differs from harmony's own
     renderer in a few places, and there the Conversation is built the template's way so that
     the rest is compared: tool results are JSON-encoded by the template (so harmony gets the
-    JSON text), instructions without tools end with a blank line in the template, the last assistant message keeps its reasoning (auto_drop_analysis off, the
-    template already drops earlier reasoning), and a call's `content_type` is "json" (the
-    template writes `commentary json`, not `<|constrain|>json`).
+    JSON text), instructions without tools end with a blank line in the template, the last
+    assistant message keeps its reasoning (auto_drop_analysis off, the template already drops
+    earlier reasoning), and a call's `content_type` is "json" (the template writes
+    `commentary json`, not `<|constrain|>json`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import re
 import numpy as np
 import pytest
 from corpus import CASES, WEATHER, Case, cases
+from jinja2.exceptions import UndefinedError
 from oracles import official_template
 from transformers.utils.chat_template_utils import render_jinja_template
 
@@ -114,7 +115,7 @@ def test_phi4_text_and_ids(case):
 @pytest.mark.parametrize("case", PHI4_FAILS, ids=lambda c: c.name)
 def test_phi4_tool_calls_fail_like_official(case):
     a, msgs, tools, agp = view("phi4", case)
-    with pytest.raises(Exception):
+    with pytest.raises(UndefinedError, match="has no attribute 'content'"):
         render_src(PHI4_OFFICIAL, msgs, tools, agp, **dict(a.context.kwargs))
     with pytest.raises(TemplateError):
         a.assemble(case.request())
@@ -133,7 +134,8 @@ def test_phi4_tool_results_are_left_out_like_official():
 def test_phi4_segments():
     r = Assembler(template="phi4").assemble(by_name("multi_turn").request())
     assert kinds(r)[0] == ("system", "system", 0)
-    assert r.segments[0].text == "<|im_start|>system<|im_sep|>You are a concise assistant. Answer in plain English.<|im_end|>"
+    assert r.segments[0].text == ("<|im_start|>system<|im_sep|>"
+                                  "You are a concise assistant. Answer in plain English.<|im_end|>")
     assert [k[2] for k in kinds(r)[1:]] == [1, 2, 3, 4, 5, None]
     assert r.segments[-1].text == "<|im_start|>assistant<|im_sep|>"
     assert r.segments[-1].token_ids.tolist() == [100264, 78191, 100266]
@@ -381,7 +383,8 @@ def test_chatml_raw_forms():
             {"role": "tool", "content": "1"}]
     assert ours("chatml", msgs, agp=False) == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na b<|im_end|>\n"
-        "<|im_start|>assistant\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\":1}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>assistant\nSure.\n"
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\":1}}\n</tool_call><|im_end|>\n"
         "<|im_start|>tool\n1<|im_end|>\n")
     with_tools = ours("chatml", msgs, [WEATHER], agp=True)
     assert with_tools.startswith("<|im_start|>system\nS\n\n# Tools\n\n")

@@ -22,6 +22,7 @@ from functools import cache
 import numpy as np
 import pytest
 from corpus import CASES, FLIGHTS, WEATHER, Case
+from jinja2.exceptions import UndefinedError
 from oracles import ensure, official_template, vocab_vectors
 from transformers.utils.chat_template_utils import render_jinja_template
 
@@ -42,15 +43,19 @@ def _read_gguf_kv(path) -> dict:
         data = f.read()
     assert data[:4] == b"GGUF"
     pos = 4
-    version, = struct.unpack_from("<I", data, pos); pos += 4
+    version, = struct.unpack_from("<I", data, pos)
+    pos += 4
     assert version in (2, 3)
-    _, n_kv = struct.unpack_from("<QQ", data, pos); pos += 16
+    _, n_kv = struct.unpack_from("<QQ", data, pos)
+    pos += 16
     scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
     def read_str():
         nonlocal pos
-        n, = struct.unpack_from("<Q", data, pos); pos += 8
-        s = data[pos:pos + n].decode("utf-8"); pos += n
+        n, = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        s = data[pos:pos + n].decode("utf-8")
+        pos += n
         return s
 
     def read_val(t):
@@ -58,19 +63,22 @@ def _read_gguf_kv(path) -> dict:
         if t == 8:
             return read_str()
         if t == 9:
-            et, n = struct.unpack_from("<IQ", data, pos); pos += 12
+            et, n = struct.unpack_from("<IQ", data, pos)
+            pos += 12
             if et in scalar:
                 arr = np.frombuffer(data, dtype=np.dtype("<" + scalar[et]), count=n, offset=pos)
                 pos += arr.nbytes
                 return arr.tolist()
             return [read_val(et) for _ in range(n)]
-        v, = struct.unpack_from("<" + scalar[t], data, pos); pos += struct.calcsize(scalar[t])
+        v, = struct.unpack_from("<" + scalar[t], data, pos)
+        pos += struct.calcsize(scalar[t])
         return v
 
     kv = {}
     for _ in range(n_kv):
         key = read_str()
-        t, = struct.unpack_from("<I", data, pos); pos += 4
+        t, = struct.unpack_from("<I", data, pos)
+        pos += 4
         kv[key] = read_val(t)
     return kv
 
@@ -313,7 +321,7 @@ def test_qwen3_official_fails_where_content_is_missing():
     # Documents why `with_empty_content` exists: the official file cannot render a null content.
     _, msgs, tools, agp = template_view("qwen3", next(c for c in CASES if c.name == "tool_call_round"))
     assert any("content" not in m for m in msgs)
-    with pytest.raises(Exception):
+    with pytest.raises(UndefinedError, match="has no attribute 'content'"):
         official_render(QWEN3, msgs, tools, agp)
 
 
@@ -417,7 +425,7 @@ def test_qwen3_enable_thinking_ids(qwen3_oracle):
 # ----------------------------------------------------------------------------- failures
 def test_user_without_content_fails_like_official():
     msgs = [{"role": "user"}]
-    with pytest.raises(Exception):
+    with pytest.raises(UndefinedError, match="has no attribute 'content'"):
         official_render(QWEN25, msgs, None, True)
     with pytest.raises(TemplateError):
         from workbench.templates.render import render

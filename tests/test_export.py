@@ -101,7 +101,8 @@ def test_the_bundle_holds_what_production_needs(bundle: Path) -> None:
                      "requests/openai.json", "requests/predicted.json", "workbench.schema.json", "workbench.yaml"]
     c = yaml.safe_load((bundle / "workbench.yaml").read_text())
     assert c["schema_version"] == 2 and c["template"]["name"] == "qwen2.5"
-    assert c["cache"]["redis"]["url_env"] == "WORKBENCH_REDIS_URL" and "redis://" not in (bundle / "workbench.yaml").read_text()
+    assert c["cache"]["redis"]["url_env"] == "WORKBENCH_REDIS_URL"
+    assert "redis://" not in (bundle / "workbench.yaml").read_text()
     assert c["goldens"][0]["turns"] == list(range(1, 10))
     schema = json.loads((bundle / "workbench.schema.json").read_text())
     assert schema["properties"]["schema_version"]["maximum"] == 2

@@ -254,7 +254,7 @@ def test_the_per_source_injection_policies_travel_validated_and_sealed(tmp_path:
     assert (loaded.tool_injection, loaded.assistant_injection) == ("reject", "escape")
     for fld, value in (("tool_injection", "model"), ("assistant_injection", "sometimes")):
         bad = Path(shutil.copytree(folder, tmp_path / fld))
-        edit(bad, lambda d: d["policies"].update({fld: value}), reseal=True)
+        edit(bad, lambda d, fld=fld, value=value: d["policies"].update({fld: value}), reseal=True)
         with pytest.raises(BundleError, match=f"policies.{fld} must be one of") as e:
             load(bad)
         assert e.value.field == f"policies.{fld}"

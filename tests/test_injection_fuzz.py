@@ -76,7 +76,8 @@ def hostile(draw: st.DrawFn) -> tuple[str, dict]:
     if draw(st.booleans()):
         req["tools"] = [{"type": "function", "function": {
             "name": draw(name), "description": draw(text),
-            "parameters": {"type": "object", "properties": {draw(text): {"type": "string", "description": draw(text)}}}}}]
+            "parameters": {"type": "object",
+                           "properties": {draw(text): {"type": "string", "description": draw(text)}}}}}]
     return template, req
 
 

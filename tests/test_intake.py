@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from workbench import Assembler
@@ -22,7 +24,8 @@ OPENAI = {"model": "gpt-4o", "max_tokens": 300, "temperature": 0.2, "messages": 
 ANTHROPIC = {"model": "claude", "max_tokens": 300, "temperature": 0.2,
              "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
              "messages": [
-                 {"role": "user", "content": [{"type": "text", "text": "Weather"}, {"type": "text", "text": "in Paris?"}]},
+                 {"role": "user", "content": [{"type": "text", "text": "Weather"},
+                                              {"type": "text", "text": "in Paris?"}]},
                  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
                                                     "input": {"city": "Paris"}}]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]},
@@ -53,7 +56,7 @@ def test_openai_and_anthropic_normalize_alike():
 
 def test_conversation_is_immutable():
     c, _ = normalize(OPENAI)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         c.messages[0].content = "changed"  # type: ignore[misc]
 
 

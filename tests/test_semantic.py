@@ -218,7 +218,8 @@ def test_opposite_requests_are_told_apart(one: str, two: str) -> None:
 
 
 def test_the_same_things_in_the_other_order_are_another_request() -> None:
-    assert direction_reversed("JS 里怎么把时间戳转成 YYYY-MM-DD 格式的日期？", "JS 里怎么把 YYYY-MM-DD 格式的日期转成时间戳？")
+    assert direction_reversed("JS 里怎么把时间戳转成 YYYY-MM-DD 格式的日期？",
+                              "JS 里怎么把 YYYY-MM-DD 格式的日期转成时间戳？")
     assert direction_reversed("How do I convert a timestamp to a date?", "How do I convert a date to a timestamp?")
     assert direction_reversed("How do I make my hydrangeas turn blue instead of pink?",
                               "How do I make my hydrangeas turn pink instead of blue?")

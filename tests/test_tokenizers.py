@@ -45,7 +45,7 @@ def test_openai_encodings_match_tiktoken(name, tmp_path, monkeypatch):
     """tiktoken's own get_encoding, fed our offline file through its cache (it checks the hash itself)."""
     import hashlib
     src = Path(require("tiktoken_ext.openai_public").__file__).read_text()
-    url = re.search(r'"([^"]+/%s\.tiktoken)"' % name, src).group(1)
+    url = re.search(rf'"([^"]+/{name}\.tiktoken)"', src).group(1)
     shutil.copy(checked_tiktoken_file(name), tmp_path / hashlib.sha1(url.encode()).hexdigest())
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     import tiktoken

@@ -45,7 +45,8 @@ def long_conversations(draw):  # type: ignore[no-untyped-def]
             cid = f"call{calls:05d}"
             calls += 1
             msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]})
+                {"id": cid, "type": "function",
+                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]})
             msgs.append({"role": "tool", "tool_call_id": cid, "content": draw(WORDS)})
         if i < turns - 1:
             msgs.append({"role": "assistant", "content": draw(WORDS)})

@@ -174,7 +174,8 @@ def test_the_installed_package_finds_them_outside_the_checkout(installed: Instal
     out = json.loads(installed.run(
         "import importlib.util, json, os, workbench\n"
         "from workbench.assets import folder, sample_sessions, widget_file\n"
-        "print(json.dumps({'package': os.path.realpath(workbench.__file__), 'widget': str(widget_file('token_view.js')),\n"
+        "print(json.dumps({'package': os.path.realpath(workbench.__file__),\n"
+        "                  'widget': str(widget_file('token_view.js')),\n"
         "                  'samples': sample_sessions(), 'torch': importlib.util.find_spec('torch') is not None}))"))
     site = str(installed.venv.resolve())
     assert out["package"].startswith(site) and out["widget"].startswith(site), out

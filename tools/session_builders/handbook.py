@@ -110,7 +110,8 @@ def handbook_rag(session: Session, spec: dict[str, Any], rng: random.Random) -> 
     for i, num in enumerate(spec["retrieved"], 1):
         title, text = by_num[num]
         score = round(0.91 - 0.047 * i + rng.random() * 0.01, 3)
-        passages.append(f"<passage id=\"{i}\" source=\"handbook §{num} {title}\" score=\"{score}\">\n{text}\n</passage>")
+        passages.append(f"<passage id=\"{i}\" source=\"handbook §{num} {title}\" score=\"{score}\">\n"
+                        f"{text}\n</passage>")
     system = [{"type": "text", "text": spec["system"]},
               {"type": "text", "text": handbook, "cache_control": {"type": "ephemeral"}}]
     ids = {"$tool_use_id": random_id(rng, "toolu_")}

@@ -22,12 +22,15 @@ def _hex(rng: random.Random, n: int) -> str:
 
 
 def _checkout(rng: random.Random, ts: str, failing: bool, pods: list[str]) -> tuple[str, int, int, str]:
-    route = rng.choice(["/api/checkout/confirm", "/api/checkout/confirm", "/api/cart", "/api/checkout/quote", "/api/payment-methods"])
+    route = rng.choice(["/api/checkout/confirm", "/api/checkout/confirm", "/api/cart", "/api/checkout/quote",
+                        "/api/payment-methods"])
     if failing and route in ("/api/cart", "/api/payment-methods"):
         route = "/api/checkout/confirm"
     status = rng.choice([502, 504, 504]) if failing else rng.choice([200, 200, 200, 201])
-    dur = (5000 + rng.randint(0, 12) if status == 504 else rng.randint(2000, 4300)) if status >= 500 else rng.randint(18, 420)
-    msg = {502: "upstream payments-adapter returned bad gateway", 504: "upstream timeout after 5000ms"}.get(status, "request completed")
+    dur = ((5000 + rng.randint(0, 12) if status == 504 else rng.randint(2000, 4300)) if status >= 500
+           else rng.randint(18, 420))
+    msg = {502: "upstream payments-adapter returned bad gateway",
+           504: "upstream timeout after 5000ms"}.get(status, "request completed")
     line = json.dumps({"ts": ts, "level": "error" if status >= 500 else "info", "service": "checkout-web",
                        "pod": rng.choice(pods), "trace_id": _hex(rng, 32),
                        "route": route, "status": status, "duration_ms": dur, "msg": msg})
@@ -37,7 +40,8 @@ def _checkout(rng: random.Random, ts: str, failing: bool, pods: list[str]) -> tu
 def _payments(rng: random.Random, ts: str, failing: bool) -> tuple[str, int, int, str]:
     if failing:
         waiting = rng.randint(12, 64)
-        msg = f"HikariPool-1 - Connection is not available, request timed out after 2000ms (total=10, active=10, idle=0, waiting={waiting})"
+        msg = ("HikariPool-1 - Connection is not available, request timed out after 2000ms "
+               f"(total=10, active=10, idle=0, waiting={waiting})")
         lvl, status, dur = "WARN ", 503, 2000 + rng.randint(0, 40)
     else:
         dur = rng.randint(35, 900)
@@ -51,19 +55,24 @@ def _edge(rng: random.Random, ts: str, failing: bool) -> tuple[str, int, int, st
     status = rng.choice([502, 504, 503]) if failing else rng.choice([200, 200, 200, 204, 301, 404])
     dur = rng.randint(2000, 5000) if status >= 500 else rng.randint(3, 380)
     ip = f"{rng.randint(11, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-    path = rng.choice(["/api/checkout/confirm", "/api/cart", "/static/app.4f2c1e.js", "/api/checkout/quote", "/api/search?q=grinder", "/healthz"])
+    path = rng.choice(["/api/checkout/confirm", "/api/cart", "/static/app.4f2c1e.js", "/api/checkout/quote",
+                       "/api/search?q=grinder", "/healthz"])
     line = (f"[{ts}] {ip} \"{rng.choice(['GET', 'POST'])} {path} HTTP/2\" {status} {rng.randint(120, 48000)} "
-            f"rt={dur / 1000:.3f} uct=0.001 urt={max(0, dur - 2) / 1000:.3f} upstream=checkout-web:8080 req_id={_hex(rng, 16)}")
+            f"rt={dur / 1000:.3f} uct=0.001 urt={max(0, dur - 2) / 1000:.3f} upstream=checkout-web:8080 "
+            f"req_id={_hex(rng, 16)}")
     return line, status, dur, str(status)
 
 
 def _postgres(rng: random.Random, ts: str, failing: bool) -> tuple[str, int, int, str]:
     status = 500 if failing else 200
     dur = rng.randint(900, 4800) if failing else rng.randint(2, 120)
-    stmt = rng.choice(["SELECT * FROM payment_intents WHERE merchant_id = $1 AND status = $2 ORDER BY created_at DESC LIMIT 50",
+    stmt = rng.choice(["SELECT * FROM payment_intents WHERE merchant_id = $1 AND status = $2 "
+                       "ORDER BY created_at DESC LIMIT 50",
                        "UPDATE payment_intents SET status = $1, updated_at = now() WHERE id = $2",
-                       "INSERT INTO authorization_attempts (intent_id, provider, result, latency_ms) VALUES ($1, $2, $3, $4)",
-                       "SELECT count(*) FROM payment_intents WHERE status = 'pending' AND created_at > now() - interval '1 hour'"])
+                       "INSERT INTO authorization_attempts (intent_id, provider, result, latency_ms) "
+                       "VALUES ($1, $2, $3, $4)",
+                       "SELECT count(*) FROM payment_intents WHERE status = 'pending' "
+                       "AND created_at > now() - interval '1 hour'"])
     line = (f"{ts[:-1].replace('T', ' ')} UTC [{rng.randint(20000, 39999)}] payments@payments_db LOG:  "
             f"duration: {dur}.{rng.randint(100, 999)} ms  statement: {stmt}")
     return line, status, dur, str(status)
@@ -125,7 +134,8 @@ def incident_logs(session: Session, spec: dict[str, Any], rng: random.Random) ->
             messages += _metrics_exchange(rng, step)
             continue
         kind = step["logs"]
-        block, st = _log_block(rng, kind, spec["start"] + step["offset"], spec["lines_per_block"] + rng.randint(-4, 6), step["bad"])
+        block, st = _log_block(rng, kind, spec["start"] + step["offset"],
+                               spec["lines_per_block"] + rng.randint(-4, 6), step["bad"])
         messages.append({"role": "user", "content": f"{step['user']}\n\n{FENCE}\n{block}\n{FENCE}"})
         obs = spec["observations"][kind].format(pct=round(100 * st["errors"] / st["n"]), **st)
         extra = pick(rng, spec["hypotheses"], rng.randint(1, 2))

@@ -113,8 +113,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
                 f" {t['kv_bytes'] / 2**20:>8.2f}\n")
     if turns and turns[-1].get("top"):
         words = ", ".join(f"{x['text']!r} {x['prob']:.2%}" for x in turns[-1]["top"])
-        o.write(f"next token after the last turn ({'words meaningless: synthetic' if m.source == 'synthetic' else m.label}): "
-                f"{words}\n")
+        about = "words meaningless: synthetic" if m.source == "synthetic" else m.label
+        o.write(f"next token after the last turn ({about}): {words}\n")
     return 0
 
 

@@ -14,7 +14,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("semantic", help="the context-aware semantic cache")
     ss = s.add_subparsers(dest="semantic_command", required=True)
     e = ss.add_parser("eval", help="evaluate on labelled pairs: per-category hit rate and precision, threshold sweep")
-    e.add_argument("--dataset", metavar="FILE", default=None, help="JSON lines, or a shipped set: eval (the default), heldout, heldout-dev, heldout-test")
+    e.add_argument("--dataset", metavar="FILE", default=None,
+                   help="JSON lines, or a shipped set: eval (the default), heldout, heldout-dev, heldout-test")
     e.add_argument("--window", type=int, default=5, help="recent turns embedded with the current one (default 5)")
     e.add_argument("--thresholds", metavar="HIGH,LOW", default=None,
                    help="fixed thresholds instead of calibrating them from the negatives")
@@ -57,7 +58,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         o.write(f"{name:<20} {'hit' if c['should_hit'] else 'miss':>6} {c['cases']:>6} {c['hit_rate']:>9.2%} "
                 f"{c['accuracy']:>9.2%} {prec:>10}\n")
     ov = out["overall"]
-    o.write(f"overall: hit rate {ov['hit_rate']:.2%}, precision {ov['precision'] if ov['precision'] is None else format(ov['precision'], '.2%')}, "
+    precision = ov["precision"] if ov["precision"] is None else format(ov["precision"], ".2%")
+    o.write(f"overall: hit rate {ov['hit_rate']:.2%}, precision {precision}, "
             f"recall {ov['recall']:.2%}; similarity alone at the high threshold: precision "
             f"{out['similarity_only_at_high']['precision']}, recall {out['similarity_only_at_high']['recall']:.2%}\n")
     return 0

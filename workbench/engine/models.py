@@ -181,11 +181,12 @@ def load_model(name: str, *, vocab_size: int, device: str | None = None, dtype: 
                           f"{vocab_size - 1}", hint="use the model's own tokenizer (--tokenizer hf:MODEL_DIR) "
                                                     "or a model whose vocabulary covers this one")
     heads = int(config.num_attention_heads)
-    kv = KVConfig(name if source == "synthetic" or name in REAL else Path(name).name, int(config.num_hidden_layers),
+    model_name = name if source == "synthetic" or name in REAL else Path(name).name
+    kv = KVConfig(model_name, int(config.num_hidden_layers),
                   int(getattr(config, "num_key_value_heads", None) or heads),
                   int(getattr(config, "head_dim", None) or config.hidden_size // heads),
                   torch.empty(0, dtype=dt).element_size())
-    return LoadedModel(model, name if source == "synthetic" or name in REAL else Path(name).name, source, dev, str(dt).split(".")[-1],
+    return LoadedModel(model, model_name, source, dev, str(dt).split(".")[-1],
                        model_vocab, int(getattr(config, "max_position_embeddings", 0) or 0), kv,
                        sum(p.numel() for p in model.parameters()), label)
 

@@ -74,7 +74,8 @@ def read_config(folder: str | Path) -> dict:
     """workbench.yaml, parsed as plain bounded data and checked against the schema; every file
     name in it is checked to lie inside the folder (the seal is checked by `load`)."""
     if not Path(folder).is_dir():
-        raise BundleError(f"{folder}: no such bundle folder", file=str(folder), hint="give the folder `workbench export` wrote")
+        raise BundleError(f"{folder}: no such bundle folder", file=str(folder),
+                          hint="give the folder `workbench export` wrote")
     data = safe_yaml.read(paths.inside(Path(folder), CONFIG_FILE, None, file=CONFIG_FILE), CONFIG_FILE)
     check(data, CONFIG_FILE)
     paths.check_name(data["template"]["file"], "template.file")

@@ -79,7 +79,8 @@ _TYPES = {"object": dict, "string": str, "boolean": bool, "array": list, "number
 
 def check(data: Any, where: str = "workbench.yaml") -> None:
     """Validate against SCHEMA (the subset of JSON Schema it uses); the first problem raises."""
-    if isinstance(data, dict) and isinstance(data.get("schema_version"), int) and data["schema_version"] > SCHEMA_VERSION:
+    if (isinstance(data, dict) and isinstance(data.get("schema_version"), int)
+            and data["schema_version"] > SCHEMA_VERSION):
         raise BundleError(f"{where}: schema_version {data['schema_version']} is newer than this workbench reads "
                           f"({SCHEMA_VERSION})", file=where, field="schema_version",
                           hint="upgrade prompt-workbench where the bundle is loaded")

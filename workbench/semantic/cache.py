@@ -54,7 +54,8 @@ SHARED = "*"
 DEFAULT_TTL_S = 24 * 3600.0
 SHORT_TTL_S = 300.0
 TIME_SENSITIVE = re.compile(r"\b(?:today|now|currently|latest|current|tonight|this (?:week|morning|year)|"
-                            r"price|stock|weather|score|exchange rate)\b|今天|现在|目前|最新|当前|价格|股价|天气|汇率|比分",
+                            r"price|stock|weather|score|exchange rate)\b|"
+                            r"今天|现在|目前|最新|当前|价格|股价|天气|汇率|比分",
                             re.I)
 
 
@@ -68,7 +69,8 @@ class Thresholds:
 
     def __post_init__(self) -> None:
         if not -1.0 <= self.low <= self.high <= 1.0:
-            raise WorkbenchError(f"thresholds must satisfy -1 <= low <= high <= 1 (got low {self.low}, high {self.high})")
+            raise WorkbenchError(f"thresholds must satisfy -1 <= low <= high <= 1 "
+                                 f"(got low {self.low}, high {self.high})")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ class Context:
         return prev[cut:] if self.window > 0 else []
 
     def window_text(self) -> str:
-        return "\n".join(f"{m.get('role')}: {_text(m)}" for m in self.recent() if m.get("role") in ("user", "assistant"))
+        return "\n".join(f"{m.get('role')}: {_text(m)}" for m in self.recent()
+                         if m.get("role") in ("user", "assistant"))
 
     def fingerprint(self) -> Fingerprint:
         fp = fingerprint(self.current)

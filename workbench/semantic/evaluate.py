@@ -147,7 +147,8 @@ def report(scored: Sequence[Scored], th: Thresholds, *, fingerprints: bool = Tru
         # of the hits in this category, the share that should have hit (None: no hits)
         c["precision"] = None if not c["hits"] else (1.0 if c["should_hit"] else 0.0)
     hits = tp + fp
-    return {"categories": {k: per[k] for k in CATEGORIES if k in per} | {k: v for k, v in per.items() if k not in CATEGORIES},
+    return {"categories": ({k: per[k] for k in CATEGORIES if k in per}
+                           | {k: v for k, v in per.items() if k not in CATEGORIES}),
             "overall": {"cases": len(scored), "hits": hits, "hit_rate": round(hits / max(len(scored), 1), 4),
                         "precision": round(tp / hits, 4) if hits else None,
                         "recall": round(tp / max(tp + fn, 1), 4),

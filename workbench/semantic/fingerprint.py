@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 ACTIONS: dict[str, tuple[str, ...]] = {
-    "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止", "关了",
-                "怎么关", "关上"),
+    "disable": ("disable", "turn off", "switch off", "deactivate", "stop", "关闭", "停用", "禁用", "关掉", "停止",
+                "关了", "怎么关", "关上"),
     "enable": ("enable", "turn on", "switch on", "activate", "start", "打开", "开启", "启用", "启动", "开通"),
     "delete": ("delete", "remove", "drop", "uninstall", "cancel", "删除", "移除", "卸载", "取消", "删掉"),
     "create": ("create", "add", "make", "set up", "new", "install", "创建", "新建", "添加", "安装", "新增"),
@@ -66,13 +66,15 @@ _PAREN = re.compile(r"\([^()]{0,200}\)|（[^（）]{0,200}）")
 # A sentence asks when it has a question mark or a question word; the auxiliaries ("is", "can",
 # "do") only at its start, since "sorry if this is basic" asks nothing.
 _QUESTION = re.compile(r"[?？]|\b(?:how|what|which|where|why)\b|^\s*(?:\w+,\s*)?(?:when|who|can|could|is|are|do|does|"
-                       r"should|will|would|may|any)\b|怎么|如何|吗|什么|哪|多久|几|谁|为什么|能不能|可以|是否|怎样|呢|咋", re.I)
+                       r"should|will|would|may|any)\b|"
+                       r"怎么|如何|吗|什么|哪|多久|几|谁|为什么|能不能|可以|是否|怎样|呢|咋", re.I)
 _ZH_DIGIT = {"零": 0, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "一": 1}
 _ZH_NUM = re.compile(r"((?:[二两三四五六七八九]|[一二三四五六七八九]?十[一二三四五六七八九]?))"
                      r"(个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|小时|分钟|秒|周|岁|人|间|晚|层|楼|倍|折|万)")
 NEGATION_EN = re.compile(r"(?<![\w/-])(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
                          r"avoid|refrain from|prevent)(?![\w/-])", re.I)
-NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
+NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|"
+                         r"不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
 # A correction changes what the conversation has established: "No, ...", "that's wrong", "I meant",
 # "use B instead", "scratch that", "算了", "改用", "我是说". Kept narrow: a false positive only costs
 # the session's cache, but "instead" or "不是" alone are far too common to count.
@@ -81,7 +83,8 @@ CORRECTION_EN = re.compile(r"^\s*(?:no|nope)\s*[,.!]|\b(?:that's|that is|you're|
                            r"\bnot what i (?:asked|meant|wanted)\b|\b(?:use|go with|switch to|try|do|make it)\b"
                            r"[^.?!]{0,40}\binstead\b|\bscratch that\b|\bnever ?mind\b|\bforget (?:that|it)\b|"
                            r"^\s*actually,?\s+(?:i|it|it's|we|use|make|the|that)\b|\bcorrection:", re.I)
-CORRECTION_ZH = re.compile(r"不对|不是这样|不是这个|不是我要的|算了|改用|改成|我是说|我的意思是|换成|搞错|弄错|错了|更正")
+CORRECTION_ZH = re.compile(r"不对|不是这样|不是这个|不是我要的|算了|改用|改成|我是说|我的意思是|"
+                           r"换成|搞错|弄错|错了|更正")
 # A number and what it counts: the next word that is not filler ("2 concurrent instances" ->
 # "2 instance"); a unit right after it ("5 GB", "30%") is kept; "$500" is "500 dollar". Chinese:
 # after a counting measure word (个, 台, 位, ...) the noun up to a particle ("2 个并发实例" ->
@@ -303,7 +306,8 @@ def negated(text: str) -> bool:
     if NEGATION_EN.search(text):
         return True
     # Chinese 不 is negation in most positions, but not in fixed words that are not negations.
-    cleaned = re.sub(r"不用了|不需要了|用不着|用不上|不对|不错|不过|不同|不断|不久|不少|不如|不管|是不是|能不能|要不要|可不可以|会不会|对不对|好不好", "", text)
+    cleaned = re.sub(r"不用了|不需要了|用不着|用不上|不对|不错|不过|不同|不断|不久|不少|不如|不管|"
+                     r"是不是|能不能|要不要|可不可以|会不会|对不对|好不好", "", text)
     return bool(NEGATION_ZH.search(cleaned))
 
 

@@ -249,7 +249,8 @@ class WorkbenchApp:
                                               width=150)
         self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
                                                   value=AUTO, width=150)
-        self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width", **self.controller.editor_data())
+        self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
+                                        **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
             **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
             placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width")

@@ -380,7 +380,8 @@ class SessionDocument:
                 m.pop(name, None)
             elif not isinstance(parsed, list) or not all(isinstance(c, dict) for c in parsed):
                 raise EditError(f"{where}: tool calls are a JSON list of objects",
-                                hint='[{"id": "call_1", "type": "function", "function": {"name": ..., "arguments": "{}"}}]')
+                                hint='[{"id": "call_1", "type": "function", '
+                                     '"function": {"name": ..., "arguments": "{}"}}]')
             else:
                 m[name] = parsed
             return False

@@ -77,14 +77,16 @@ def prefix_diff_html(diff: dict[str, Any] | None, turn: int) -> str:
 
     def row(label: str, toks: list[dict[str, Any]]) -> str:
         cells = "".join(
-            f'<span class="wb-diff-tok{" wb-diff-first" if t["index"] == d else " wb-diff-after" if t["diverges"] else ""}"'
+            f'<span class="wb-diff-tok'
+            f'{" wb-diff-first" if t["index"] == d else " wb-diff-after" if t["diverges"] else ""}"'
             f' title="token {t["index"]} · id {t["id"]}">{escape(t["text"]) or "&nbsp;"}</span>' for t in toks)
         return f'<div class="wb-diff-row"><b>{label}</b> {cells}</div>'
 
     causes = "".join(f'<li><b>{escape(c["code"])}</b>: {escape(c["message"])}<br><i>{escape(c["advice"])}</i></li>'
                      for c in diff["causes"])
     where = f'{escape(str(diff["segment"]))}' + ("" if diff["seq"] is None else f', seq {diff["seq"]}')
-    return (f'<div class="wb-diff"><div>Turn {turn} diverges from turn {turn - 1} at token <b class="wb-diff-at">{d}</b>'
+    return (f'<div class="wb-diff"><div>Turn {turn} diverges from turn {turn - 1} at token '
+            f'<b class="wb-diff-at">{d}</b>'
             f' ({where}): the engine reuses {d} tokens and prefills the rest.</div>'
             f'{row("previous", diff["previous"])}{row("this turn", diff["current"])}'
             f'<ul class="wb-causes">{causes}</ul></div>')

@@ -42,8 +42,10 @@ class TokenView(PatchFeed, _anywidget.AnyWidget):  # type: ignore[misc, name-def
     def show(self, result: AssemblyResult) -> Patch:
         """Show a result: send the front end what changed since the last one."""
         from ..tokenizers import get_tokenizer
-        tok = self._assembler.tokenizer if self._assembler is not None and \
-            self._assembler.tokenizer.version == result.tokenizer["version"] else get_tokenizer(result.tokenizer["name"])
+        if self._assembler is not None and self._assembler.tokenizer.version == result.tokenizer["version"]:
+            tok = self._assembler.tokenizer
+        else:
+            tok = get_tokenizer(result.tokenizer["name"])
         return self._feed(result, tok)
 
     def _deliver(self, patch: Patch) -> None:

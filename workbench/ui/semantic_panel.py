@@ -45,7 +45,8 @@ def replay(cache: "SemanticCache", asm: "Assembler", requests: list[dict], turn:
 
 def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = None, note: str = "") -> str:
     if decision is None:
-        return f'<div class="wb-semantic">{escape(note) or "Replay the earlier turns into a semantic cache and look this turn up."}</div>'
+        prompt = "Replay the earlier turns into a semantic cache and look this turn up."
+        return f'<div class="wb-semantic">{escape(note) or prompt}</div>'
     d = decision
     verdict = "HIT" if d.hit else ("SHADOW" if d.shadow else "MISS")
     th = f" (thresholds high {cache.thresholds.high}, low {cache.thresholds.low}; {cache.embedder.name}, window " \
@@ -55,9 +56,11 @@ def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = N
         f"<tr><td>{n.similarity:.3f}</td><td>{'agree' if n.fingerprint_agrees else 'differ'}</td>"
         f"<td>{escape('; '.join(n.differences)) or '-'}</td><td>{escape(n.state)}</td>"
         f"<td>{escape(n.why)}</td><td>{escape(n.context_text[-160:])}</td></tr>" for n in d.nearest)
-    return (f'<div class="wb-semantic"><p><b class="wb-semantic-verdict">{verdict}</b>: {escape(d.reason)}{escape(th)}</p>'
+    return (f'<div class="wb-semantic"><p><b class="wb-semantic-verdict">{verdict}</b>: '
+            f"{escape(d.reason)}{escape(th)}</p>"
             f"<p>This turn's fingerprint: action <code>{escape(fp['action'] or '-')}</code>, entities "
-            f"<code>{escape(', '.join(fp['entities']) or '-')}</code>, asks <code>{escape('/'.join(fp['asks']) or 'how')}"
+            f"<code>{escape(', '.join(fp['entities']) or '-')}</code>, "
+            f"asks <code>{escape('/'.join(fp['asks']) or 'how')}"
             f"</code>, negated {fp['negated']}, correction "
             f"{fp['correction']}. Embedding {d.embed_ms:.1f} ms, search {d.search_ms:.2f} ms.</p>"
             f'<table class="wb-table"><tr><th>similarity</th><th>fingerprint</th><th>differences</th><th>state</th>'
