@@ -25,7 +25,6 @@ import ctypes
 import os
 import threading
 import time
-import traceback
 from collections.abc import Callable, Generator, Iterator, Sequence
 from datetime import datetime
 from typing import Any, SupportsIndex, cast, overload
@@ -36,7 +35,7 @@ from ..errors import TemplateError, TemplateLimitError, TemplateSecurityError, T
 from . import bounds
 from .bounds import TemplateBoundError
 from .render_types import Rendered, RenderLimits
-from .sandbox import TemplateRaised, compile_template
+from .sandbox import TemplateRaised, compile_template, template_line
 
 # Output up to this size is always allowed, whatever the input: a template's own text and its
 # per-message markup for a long conversation. Even a pathological text this long (one 2M-char
@@ -164,14 +163,6 @@ class _Tools(list[dict[str, Any]]):
         if self._t.tools_first is None:
             self._t.tools_first = self._t.pos
         return list.__iter__(self)
-
-
-def _template_line(exc: BaseException) -> int | None:
-    line = None
-    for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code.co_filename == "<template>":
-            line = lineno
-    return line
 
 
 class _Monitor:
@@ -342,27 +333,27 @@ def render(source: str, name: str, messages: MessageList, *, tools: ToolList | N
         raise
     except _Timeout as exc:
         raise TemplateLimitError(f"rendering ran longer than {limits.timeout_s:g} s", template=name,
-                                 line=_template_line(exc), hint="the template loops without end") from None
+                                 line=template_line(exc), hint="the template loops without end") from None
     except TemplateBoundError as exc:
-        raise TemplateLimitError(str(exc), template=name, line=_template_line(exc),
+        raise TemplateLimitError(str(exc), template=name, line=template_line(exc),
                                  hint="templates may not build values this large") from None
     except MemoryError as exc:
-        raise TemplateLimitError("rendering ran out of memory", template=name, line=_template_line(exc),
+        raise TemplateLimitError("rendering ran out of memory", template=name, line=template_line(exc),
                                  hint="the template builds something huge") from None
     except TemplateRaised as exc:
-        raise TemplateError(f"the template raised: {exc}", template=name, line=_template_line(exc),
+        raise TemplateError(f"the template raised: {exc}", template=name, line=template_line(exc),
                             hint="the conversation does not fit what this template accepts") from None
     except jinja2.exceptions.SecurityError as exc:
-        raise TemplateSecurityError(f"blocked by the sandbox: {exc}", template=name, line=_template_line(exc),
+        raise TemplateSecurityError(f"blocked by the sandbox: {exc}", template=name, line=template_line(exc),
                                     hint="templates may not reach Python internals") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno) from None
     except RecursionError as exc:
-        raise TemplateError("the template recursed too deeply", template=name, line=_template_line(exc),
+        raise TemplateError("the template recursed too deeply", template=name, line=template_line(exc),
                             hint="a macro or recursive loop calls itself without end") from None
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
             ZeroDivisionError, OverflowError, ArithmeticError, UnicodeError) as exc:
-        raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=_template_line(exc),
+        raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=template_line(exc),
                             hint="check the template against the message fields it reads") from None
     finally:
         if gen is not None:

@@ -16,6 +16,7 @@ nothing measurable. Source longer than MAX_TEMPLATE_CHARS is refused before pars
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from datetime import datetime as datetime  # re-exported: the one clock tests freeze (clock.py reads it here)
 from functools import lru_cache
@@ -55,6 +56,16 @@ class GenerationTag(jinja2.ext.Extension):
 
     def _render(self, caller: Callable[[], str]) -> str:
         return caller()
+
+
+def template_line(exc: BaseException) -> int | None:
+    """The template line an error came from: that of the innermost template frame in its traceback
+    (Jinja rewrites template frames to carry template lines)."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<template>":
+            line = lineno
+    return line
 
 
 def raise_exception(message: str) -> None:
