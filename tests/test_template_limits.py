@@ -8,10 +8,12 @@ process; next to them, the honest side: rendering stays byte-identical to Jinja'
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import jinja2.ext
 import pytest
@@ -328,6 +330,23 @@ def test_worker_errors_keep_their_kind_and_line():
     assert type(e.value) is TemplateError and e.value.line == 2
     with pytest.raises(TemplateSecurityError, match="line 1"):
         rendered("{{ ''.__class__.__mro__ }}", limits=limits)
+    with pytest.raises(TemplateSyntaxError, match="line 1"):
+        rendered("{% if %}", limits=limits)
+
+
+def test_isolation_without_posix_renders_in_this_process_with_the_same_bounds(monkeypatch):
+    """No POSIX pipes and signals (Windows): render() keeps an isolated render in this process."""
+    def no_worker(*args, **kwargs):
+        raise AssertionError("a worker process was asked for without POSIX")
+
+    render_module = importlib.import_module("workbench.templates.render")  # (the package's `render` is the function)
+    monkeypatch.setattr(render_module, "os", SimpleNamespace(name="nt"))
+    monkeypatch.setattr(worker, "render_isolated", no_worker)
+    limits = RenderLimits(isolate=True)
+    fed: list[str] = []
+    out = rendered("{% for m in messages %}{{ m.content }}{% endfor %}!", limits=limits, track=True, sink=fed.append)
+    assert out.text == "hi!" and "".join(fed) == "hi!" and out.starts == {0: 0}
+    refused("{{ 'a' * 10**8 }}", limits=limits)
     with pytest.raises(TemplateSyntaxError, match="line 1"):
         rendered("{% if %}", limits=limits)
 

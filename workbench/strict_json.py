@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from types import EllipsisType
+from typing import Any, TypeAlias
 
 MAX_DEPTH = 200        # containers inside containers; real tool schemas stay under 20
 MAX_INT_DIGITS = 100   # JSON has no integer size; past this a number is an attack, not data
@@ -34,6 +35,8 @@ _STRING = r'"(?:[^"\\]|\\.)*"'
 # A string holds a surrogate only through an escape `\uD8xx`..`\uDFxx` or one in the text itself
 # (never in text decoded from UTF-8, which cannot encode them): without either, no string needs a look.
 _SURROGATES = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+# Where a value sits: object keys and list indices from the root.
+_Path: TypeAlias = tuple[str | int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class JSONValueError(json.JSONDecodeError):
             return f"{self.msg} at line {self.lineno}, column {self.colno}"
         return f"{self.path}: {self.msg}" if self.path else self.msg
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Callable[..., JSONValueError], tuple[str, str, int | None, str | None, str]]:
         return (_rebuild, (self.msg, self.doc, self.pos if self.located else None, self.path, self.hint))
 
 
@@ -116,10 +119,10 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # one, as json.loa
 
 
 @lru_cache(maxsize=8)
-def _suspects(max_int_digits: int) -> re.Pattern:
+def _suspects(max_int_digits: int) -> re.Pattern[str]:
     """What the walk after parsing could refuse: a surrogate, a digit run longer than the limit, an
     exponent of 3 digits (1e400 parses as inf). One pass, in C."""
-    return re.compile(_SURROGATES.pattern + r"|[0-9]{%d}|[eE]\+?[0-9]{3}" % (max_int_digits + 1))
+    return re.compile(_SURROGATES.pattern + rf"|[0-9]{{{max_int_digits + 1}}}|[eE]\+?[0-9]{{3}}")
 
 
 def find_problem(value: Any, *, max_depth: int = MAX_DEPTH, max_int_digits: int = MAX_INT_DIGITS,
@@ -148,8 +151,9 @@ def _clean(root: Any, depth: int, max_depth: int, bound: int, strings: bool, key
     while level:
         if d > max_depth:
             return False
-        below: list = []
+        below: list[Any] = []
         push = below.append
+        items: Iterable[Any]
         for v in level:
             if isinstance(v, dict):
                 if keys:
@@ -183,9 +187,9 @@ def _clean(root: Any, depth: int, max_depth: int, bound: int, strings: bool, key
 
 
 def _walk(root: Any, depth: int, max_depth: int, bound: int, strings: bool
-          ) -> Iterator[tuple[tuple, tuple[str, str] | None]]:
+          ) -> Iterator[tuple[_Path, tuple[str, str] | None]]:
     """(path, problem) for each item, depth first in document order: the slow pass, with paths."""
-    stack: list[tuple[Any, tuple, int]] = [(root, (), depth)]
+    stack: list[tuple[Any, _Path, int]] = [(root, (), depth)]
     while stack:
         v, path, d = stack.pop()
         if isinstance(v, (dict, list, tuple)):
@@ -248,9 +252,9 @@ def surrogate_problem(s: str) -> str | None:
     return _surrogate_problem(s, "text")[0] if _has_surrogate(s) else None
 
 
-def _path(parts: tuple) -> str:
+def _path(parts: _Path) -> str:
     out = []
-    shown = parts if len(parts) <= 12 else (*parts[:8], ..., *parts[-2:])
+    shown: tuple[str | int | EllipsisType, ...] = parts if len(parts) <= 12 else (*parts[:8], ..., *parts[-2:])
     for p in shown:
         if p is ...:
             out.append(f"…({len(parts) - 10} more)")

@@ -24,10 +24,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 import jinja2
 from jinja2 import meta, nodes
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
@@ -36,6 +37,7 @@ from .diagnostics import Diagnostic, info, warning
 from .errors import VariableError, VariableLimitError, WorkbenchError
 from .templates.bounds import WIDE_METHODS, Bounds, TemplateBoundError, binop, bounded, check_method
 from .templates.sandbox import environment as chat_environment
+from .templates.sandbox import template_line
 
 BUILTINS = ("now", "today", "request_id", "strftime_now")
 _FILE_KEYS = ("constants", "request", "declare")
@@ -88,7 +90,7 @@ class VariableConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
-    def from_json(cls, data: dict, *, where: str = "variables file") -> tuple[VariableConfig, dict]:
+    def from_json(cls, data: object, *, where: str = "variables file") -> tuple[VariableConfig, dict[str, Any]]:
         """Parse ``{"constants": {}, "request": {}, "declare": {}}``; returns (config, request variables).
 
         An object with none of those keys is taken as request variables as a whole.
@@ -133,7 +135,7 @@ class Binding:
     volatile: bool
     seqs: tuple[int | None, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "scope": self.scope,
                 "volatile": self.volatile, "seqs": list(self.seqs)}
 
@@ -216,7 +218,7 @@ class _Guard:  # one per render, in a ContextVar: no template variable can overr
             raise _Limit("the expansion ran longer than max_seconds")
         return value
 
-    def precheck(self, name: str, value: Any, args: tuple, kwargs: dict) -> None:
+    def precheck(self, name: str, value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         """Refuse an operation whose result would be too large, before it is computed."""
         size = self.weight(value)
         self.check(size, f"the input of {name}")
@@ -255,7 +257,7 @@ def _guard() -> _Guard:
     return guard
 
 
-def _guarded_filter(name: str, f: Callable) -> Callable:
+def _guarded_filter(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     skip = 1 if getattr(f, "jinja_pass_arg", None) else 0  # context / environment comes first
 
     @functools.wraps(f)  # keeps jinja_pass_arg
@@ -295,7 +297,7 @@ class _PromptSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
-    def call(self, context, obj, /, *args, **kwargs):  # type: ignore[no-untyped-def,override]
+    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         guard = _guard()
         guard.step()
         method = getattr(obj, "__wrapped__", obj)  # the sandbox wraps str.format in a function
@@ -307,7 +309,7 @@ class _PromptSandbox(ImmutableSandboxedEnvironment):
             check_method(owner, method.__name__, args, kwargs)
         return guard.charge(super().call(context, obj, *args, **kwargs))
 
-    def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def]
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         guard = _guard()
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
@@ -320,7 +322,7 @@ class _PromptSandbox(ImmutableSandboxedEnvironment):
             return guard.charge(binop(operator, left, right))
         return guard.charge(super().call_binop(context, operator, left, right))
 
-    def unsafe_undefined(self, obj, attribute):  # type: ignore[no-untyped-def]
+    def unsafe_undefined(self, obj: Any, attribute: str) -> NoReturn:
         # The base sandbox returns an Undefined that renders as "": an escape attempt would pass
         # silently. In a prompt template it is an error the author should see.
         raise jinja2.exceptions.SecurityError(
@@ -359,7 +361,7 @@ class _Caps(NodeTransformer):
     def visit_For(self, node: nodes.For) -> nodes.Node:
         if node.recursive:  # `loop(children)` would bypass the cap on `iter`
             raise jinja2.TemplateSyntaxError("recursive loops are not allowed in prompt templates", node.lineno)
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # rewrites the children in place (and returns `node` itself)
         node.iter = nodes.Filter(node.iter, "workbench_loop_cap", [nodes.Const(node.lineno)], [], None, None,
                                  lineno=node.lineno)
         return node
@@ -384,12 +386,8 @@ def _compile(source: str) -> _Compiled:
     return _Compiled(template, tuple(names), frozenset(n for n, only in names.items() if only))
 
 
-def _template_line(exc: BaseException) -> str:
-    tb, line = exc.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
+def _on_line(exc: BaseException) -> str:
+    line = template_line(exc)
     return f" on line {line}" if line else ""
 
 
@@ -526,7 +524,7 @@ class _Expander:
             volatile = volatile or res.volatile
         return self._run(compiled, ctx, what, variable), volatile
 
-    def _run(self, compiled: _Compiled, ctx: dict, what: str, variable: str | None) -> str:
+    def _run(self, compiled: _Compiled, ctx: dict[str, Any], what: str, variable: str | None) -> str:
         cfg = self.config
         token = _GUARD.set(_Guard(cfg.max_loop_iterations, cfg.max_steps, cfg.max_output_chars,
                                   WORK_FACTOR * cfg.max_output_chars, self.deadline))
@@ -542,12 +540,12 @@ class _Expander:
         except (_Limit, TemplateBoundError) as e:
             raise VariableLimitError(f"{what}: {e}", variable=variable, seq=self.seq) from None
         except jinja2.exceptions.SecurityError as e:
-            raise VariableError(f"{what} was stopped by the sandbox{_template_line(e)}: {e}",
+            raise VariableError(f"{what} was stopped by the sandbox{_on_line(e)}: {e}",
                                 variable=variable, seq=self.seq) from None
         except WorkbenchError:
             raise
         except Exception as e:  # anything the template raised: never a raw jinja/Python error
-            raise VariableError(f"{what} failed{_template_line(e)}: {type(e).__name__}: {e}",
+            raise VariableError(f"{what} failed{_on_line(e)}: {type(e).__name__}: {e}",
                                 variable=variable, seq=self.seq) from None
         finally:
             _GUARD.reset(token)
@@ -566,7 +564,7 @@ def expand_messages(messages: Sequence[Message], request_vars: Mapping[str, Any]
         if bad is not None:
             raise VariableError(f"{scope} names must be strings, not {bad!r}")
     out: list[Message] = []
-    rows: dict[tuple, tuple[_Res, list]] = {}  # (name, scope, value) -> first res, seqs
+    rows: dict[tuple[str, str, str], tuple[_Res, list[int | None]]] = {}  # (name, scope, value) -> first res, seqs
     diags: list[Diagnostic] = []
     for i, m in enumerate(messages):
         if not m.template:

@@ -20,7 +20,7 @@ from ..cleaning import CleaningPolicy
 from ..errors import BundleError, WorkbenchError
 from ..intake.limits import IntakeLimits
 from ..templates.registry import ChatTemplate
-from ..templates.render import RenderLimits
+from ..templates.render_types import RenderLimits
 from ..tokenizers import get_tokenizer
 from ..truncation import TruncationPolicy
 from ..variables import VariableConfig, VariableSpec

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -104,7 +104,7 @@ def _weigh(x: Any, limit: int, memo: dict[int, int]) -> int:
     if isinstance(x, float):
         return 24
     if isinstance(x, jinja2.utils.Namespace):  # prints its attributes
-        x = x._Namespace__attrs  # type: ignore[attr-defined]
+        x = x._Namespace__attrs
     if isinstance(x, Mapping):
         items: Any = (v for kv in x.items() for v in kv)
     elif isinstance(x, (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)):
@@ -181,7 +181,8 @@ def _check_printf(fmt: str | bytes, args: Any) -> None:
     values = tuple(args.values()) if isinstance(args, Mapping) else args if isinstance(args, tuple) else (args,)
     size = len(fmt) + sum(weight(v) for v in values) if values else len(fmt)
     star = False
-    for m in (_PRINTF if isinstance(fmt, str) else _PRINTF_BYTES).finditer(fmt):
+    matches = _PRINTF.finditer(fmt) if isinstance(fmt, str) else _PRINTF_BYTES.finditer(fmt)
+    for m in matches:
         for g in (m.group(1), m.group(2)):
             if g in ("*", b"*"):
                 star = True
@@ -192,7 +193,7 @@ def _check_printf(fmt: str | bytes, args: Any) -> None:
     check(size, "this formatted string")
 
 
-def _check_format(fmt: str, args: tuple, kwargs: Mapping) -> None:
+def _check_format(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """`fmt.format(...)`: field widths (literal or nested `{}` from the arguments), fields x values."""
     try:
         fields = list(Formatter().parse(fmt))
@@ -219,7 +220,7 @@ def _int(v: Any, default: int = 0) -> int:
     return v if isinstance(v, int) else default
 
 
-def check_method(owner: str | bytes | int, name: str, args: tuple, kwargs: dict) -> None:
+def check_method(owner: str | bytes | int, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """A str/bytes/int method whose result can be much larger than its owner."""
     if isinstance(owner, int):
         if name == "to_bytes":
@@ -230,7 +231,8 @@ def check_method(owner: str | bytes | int, name: str, args: tuple, kwargs: dict)
         check(max(n, _int(args[0] if args else kwargs.get("width"))), f"str.{name}")
     elif name == "expandtabs":
         tab = _int(args[0] if args else kwargs.get("tabsize", 8), 8)
-        check(n + owner.count("\t" if isinstance(owner, str) else b"\t") * max(tab, 0), "str.expandtabs")
+        tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
+        check(n + tabs * max(tab, 0), "str.expandtabs")
     elif name == "replace" and len(args) >= 2 and isinstance(args[0], type(owner)) \
             and isinstance(args[1], type(owner)):
         check(_replaced_size(owner, args[0], args[1], _int(args[2], -1) if len(args) > 2 else -1), "str.replace")
@@ -273,7 +275,7 @@ def checked_sum(v: Any) -> Any:
     return v
 
 
-class Buffer(list):
+class Buffer(list[str]):
     """The output buffer of a macro or a `{% set %}`/filter block: counts what goes in.
 
     Without it a loop in a macro could hold gigabytes of pieces before the macro returns.
@@ -282,14 +284,15 @@ class Buffer(list):
     # Characters it may still take: set to the cap by the generated code right after it makes the
     # buffer (from the function's `_wb_cap`, which saves a ContextVar lookup per piece).
     __slots__ = ("left",)
+    left: int
 
-    def append(self, piece: Any) -> None:
+    def append(self, piece: str) -> None:
         self.left -= len(piece)
         if self.left < 0:
             self._refuse()
         list.append(self, piece)
 
-    def extend(self, pieces: Any) -> None:
+    def extend(self, pieces: Iterable[str]) -> None:
         pieces = tuple(pieces)
         self.left -= sum(map(len, pieces))
         if self.left < 0:
@@ -301,7 +304,7 @@ class Buffer(list):
         check(cap - self.left, "this block's output")
 
 
-def join_values(items: tuple, markup: bool = False) -> str:
+def join_values(items: tuple[Any, ...], markup: bool = False) -> str:
     """`a ~ b ~ c`: strings join as they are; any other value is checked before it is printed."""
     if markup:
         for v in items:
@@ -319,7 +322,7 @@ def join_values(items: tuple, markup: bool = False) -> str:
 
 # ---- filters -----------------------------------------------------------------------------------------
 
-def _wrap(original: Callable, precheck: Callable[..., None], materialize: bool = False) -> Callable:
+def _wrap(original: Callable[..., Any], precheck: Callable[..., None], materialize: bool = False) -> Callable[..., Any]:
     """A filter that checks its arguments first; keeps Jinja's pass_* marks (`wraps`).
 
     The precheck sees the filter's own arguments (value, *args), without the context,
@@ -419,16 +422,21 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: A
     return "".join(parts)
 
 
-def bounded_filters(filters: Mapping[str, Callable]) -> dict[str, Callable]:
+# filter name -> its precheck; the second table's filters take iterators too (made lists first).
+_PRECHECKS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("center", _pre_center), ("indent", _pre_indent), ("wordwrap", _pre_wordwrap), ("format", _pre_format),
+    ("replace", _pre_replace), ("batch", _pre_batch), ("slice", _pre_slice), ("pprint", _pre_printed),
+    ("string", _pre_printed), ("e", _pre_printed), ("escape", _pre_printed), ("forceescape", _pre_printed),
+    ("safe", _pre_printed), ("round", _pre_round))
+_MATERIALIZING_PRECHECKS: tuple[tuple[str, Callable[..., None]], ...] = (("join", _pre_join), ("sum", _pre_sum))
+
+
+def bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     out = dict(filters)
-    for name, pre in (("center", _pre_center), ("indent", _pre_indent), ("wordwrap", _pre_wordwrap),
-                      ("format", _pre_format), ("replace", _pre_replace), ("batch", _pre_batch),
-                      ("slice", _pre_slice), ("pprint", _pre_printed), ("string", _pre_printed),
-                      ("e", _pre_printed), ("escape", _pre_printed), ("forceescape", _pre_printed),
-                      ("safe", _pre_printed), ("round", _pre_round)):
+    for name, pre in _PRECHECKS:
         if name in out:
             out[name] = _wrap(out[name], pre)
-    for name, pre in (("join", _pre_join), ("sum", _pre_sum)):
+    for name, pre in _MATERIALIZING_PRECHECKS:
         if name in out:
             out[name] = _wrap(out[name], pre, materialize=True)
     out["tojson"] = tojson

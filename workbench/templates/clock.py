@@ -2,7 +2,7 @@
 
 transformers gives templates `strftime_now(format)`, formatting the wall clock. An assembly reads the
 clock once and renders with that instant (`render(now=...)`), which also goes into its cache key
-(workbench/context.py): the date in the key is the date in the prompt, even across midnight.
+(workbench/assembly/context.py): the date in the key is the date in the prompt, even across midnight.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class ChatTemplate:
     def version(self) -> str:
         return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "description": self.description,
                 "tokenizer": self.tokenizer, "context_window": self.context_window}
 
@@ -107,7 +107,7 @@ def _token_str(v: object) -> str | None:
 def from_hf_folder(path: Path) -> ChatTemplate:
     """A Hugging Face model folder: chat_template.jinja, else tokenizer_config.json's chat_template."""
     cfg_path = path / "tokenizer_config.json"
-    cfg: dict = {}
+    cfg: dict[str, Any] = {}
     if cfg_path.exists():
         try:
             cfg = strict_json.loads(cfg_path.read_text(encoding="utf-8"))

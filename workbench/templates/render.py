@@ -22,20 +22,20 @@ Guards (errors carry the template line):
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, SupportsIndex, cast, overload
 
 import jinja2
 
 from ..errors import TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError
 from . import bounds
 from .bounds import TemplateBoundError
-from .sandbox import TemplateRaised, compile_template
+from .render_types import Rendered, RenderLimits
+from .sandbox import TemplateRaised, compile_template, template_line
 
 # Output up to this size is always allowed, whatever the input: a template's own text and its
 # per-message markup for a long conversation. Even a pathological text this long (one 2M-char
@@ -43,18 +43,9 @@ from .sandbox import TemplateRaised, compile_template
 FREE_OUTPUT_CHARS = 2 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class RenderLimits:
-    # Largest output, and largest single value a template may build (see bounds.DEFAULT_MAX_CHARS).
-    max_output_chars: int = bounds.DEFAULT_MAX_CHARS
-    timeout_s: float = 10.0
-    # Past FREE_OUTPUT_CHARS the output may be at most this many times the characters of the input
-    # (messages, tools, template variables). None: no such limit.
-    max_expansion: float | None = 8.0
-    # Render in a separate process, killed at the deadline, with its address space capped at
-    # max_worker_bytes: for templates nobody reviewed (files, folders, the app's custom box).
-    isolate: bool = False
-    max_worker_bytes: int = 2 * 1024 ** 3
+# What the template reads: chat messages and tool schemas are JSON-like dicts of any shape.
+MessageList = list[dict[str, Any]]
+ToolList = list[dict[str, Any]]
 
 
 class _Tracker:
@@ -68,10 +59,13 @@ class _Tracker:
         self.tools_first: int | None = None
 
 
-class _Msg(dict):
+class _Msg(dict[str, Any]):
     """A message dict that reports reads to the tracker (invisible to the sandboxed template)."""
 
     __slots__ = ("_t", "_i", "_p")
+    _t: _Tracker
+    _i: int
+    _p: int | None      # the `for` pass it was read in; None: a lookup by index
 
     def _note(self) -> None:
         t, i, p = self._t, self._i, self._p
@@ -83,42 +77,47 @@ class _Msg(dict):
             if i not in d:
                 d[i] = t.pos
 
-    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+    def __getitem__(self, key: str) -> Any:
         self._note()
         return dict.__getitem__(self, key)
 
-    def get(self, key, default=None):  # type: ignore[no-untyped-def]
+    def get(self, key: str, default: Any = None) -> Any:
         self._note()
         return dict.get(self, key, default)
 
-    def __contains__(self, key):  # type: ignore[no-untyped-def]
+    def __contains__(self, key: object) -> bool:
         self._note()
         return dict.__contains__(self, key)
 
 
-def _wrap(t: _Tracker, i: int, m: dict, p: int | None) -> _Msg:
+def _wrap(t: _Tracker, i: int, m: dict[str, Any], p: int | None) -> _Msg:
     w = _Msg(m)
     w._t, w._i, w._p = t, i, p
     return w
 
 
-class _Messages(list):
+class _Messages(list[_Msg]):
     """The `messages` list: iteration opens a tracked pass; indexing gives lookup wrappers."""
 
     __slots__ = ("_t", "_idx", "_raw")
 
-    def __init__(self, t: _Tracker, raw: list[dict], idx: list[int]):
+    def __init__(self, t: _Tracker, raw: MessageList, idx: list[int]):
         super().__init__(_wrap(t, i, m, None) for i, m in zip(idx, raw))
         self._t, self._idx, self._raw = t, idx, raw
 
-    def __iter__(self) -> Iterator[_Msg]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[_Msg]:
         t = self._t
         t.passes.append({})
         p = len(t.passes) - 1
         for i, m in zip(self._idx, self._raw):
             yield _wrap(t, i, m, p)
 
-    def __getitem__(self, k):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, k: SupportsIndex) -> _Msg: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[_Msg]: ...
+
+    def __getitem__(self, k: SupportsIndex | slice) -> _Msg | list[_Msg]:
         if isinstance(k, slice):
             if k.step in (None, 1):
                 return _Messages(self._t, self._raw[k], self._idx[k])
@@ -154,30 +153,16 @@ class _GenFlag:
     __repr__ = __str__
 
 
-class _Tools(list):
-    __slots__ = ("_t",)
+class _Tools(list[dict[str, Any]]):
+    """The `tools` list: notes where the template first loops over it."""
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    __slots__ = ("_t",)
+    _t: _Tracker
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._t.tools_first is None:
             self._t.tools_first = self._t.pos
         return list.__iter__(self)
-
-
-@dataclass(slots=True)
-class Rendered:
-    text: str
-    # index in the message list -> character offset where the template started writing it
-    starts: dict[int, int] = field(default_factory=dict)
-    tools_start: int | None = None
-    gen_reads: list[int] = field(default_factory=list)
-
-
-def _template_line(exc: BaseException) -> int | None:
-    line = None
-    for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code.co_filename == "<template>":
-            line = lineno
-    return line
 
 
 class _Monitor:
@@ -266,7 +251,7 @@ class _Budget:
 
     __slots__ = ("cap", "allowed", "expansion", "inputs")
 
-    def __init__(self, limits: RenderLimits, inputs: tuple) -> None:
+    def __init__(self, limits: RenderLimits, inputs: tuple[MessageList, ToolList | None, dict[str, Any]]) -> None:
         self.cap = limits.max_output_chars
         self.expansion = limits.max_expansion
         self.inputs = inputs
@@ -290,46 +275,48 @@ class _Budget:
         return f"output passed the cap of {self.cap:,} characters"
 
 
-def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | None,
+def render(source: str, name: str, messages: MessageList, *, tools: ToolList | None,
            add_generation_prompt: bool, kwargs: dict[str, Any], track: bool = False,
            track_generation: bool = False, limits: RenderLimits = RenderLimits(),
            sink: Callable[[str], None] | None = None, now: datetime | None = None) -> Rendered:
     """Render like transformers' apply_chat_template(tokenize=False); optionally track message starts.
 
     `now`: the instant `strftime_now` formats (default: the wall clock at the call).
-    With `limits.isolate` the template runs in a worker process; `sink` then gets the whole text
-    at the end instead of pieces as they come.
+    With `limits.isolate` the template runs in a worker process (POSIX); `sink` then gets the whole
+    text at the end instead of pieces as they come.
     """
-    if limits.isolate:
+    if limits.isolate and os.name == "posix":
+        compile_checked(source, name)  # syntax errors without a round trip; compiling is bounded
+        # Imported here, not at the top: the worker's child imports this module and needs none of it.
         from .worker import render_isolated
         out = render_isolated(source, name, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                              kwargs=kwargs, track=track, track_generation=track_generation, limits=limits,
-                              now=now)
+                              kwargs=kwargs, track=track, track_generation=track_generation, limits=limits, now=now)
         if sink is not None:
             sink(out.text)
         return out
+    # (Without POSIX pipes and signals, on Windows, an isolated render runs here too: the same bounds
+    # on every operation, but no memory cap and no kill.)
     t = _Tracker()
+    msgs: Sequence[dict[str, Any]] = messages
+    tl: Sequence[dict[str, Any]] | None = tools
     if track:
-        msgs: list = _Messages(t, messages, list(range(len(messages))))
-        tl = None
+        msgs = _Messages(t, messages, list(range(len(messages))))
         if tools is not None:
             tl = _Tools(tools)
             tl._t = t
-    else:
-        msgs, tl = messages, tools
     ctx = dict(kwargs)
     agp: Any = _GenFlag(t) if (track_generation and add_generation_prompt) else add_generation_prompt
     ctx.update(messages=msgs, tools=tl, documents=None, add_generation_prompt=agp)
     parts: list[str] = []
     budget = _Budget(limits, (messages, tools, kwargs))
     allowed = budget.allowed
-    gen = None
-    tmpl = None
+    gen: Generator[str, None, None] | None = None
     try:
         # (the watchdog is entered last, so it is disarmed before the bounds are reset)
         with bounds.bounded(bounds.Bounds(limits.max_output_chars, now)), _Watchdog(limits.timeout_s):
             tmpl = compile_checked(source, name)  # cached; under the deadline all the same
-            gen = tmpl.generate(**ctx)
+            # Typed as an Iterator, but a generator (Template.generate yields): closed below.
+            gen = cast(Generator[str, None, None], tmpl.generate(**ctx))
             for piece in gen:
                 t.pos += len(piece)
                 if t.pos > allowed:  # before the piece goes on to the sink (the tokenizer)
@@ -346,27 +333,27 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
         raise
     except _Timeout as exc:
         raise TemplateLimitError(f"rendering ran longer than {limits.timeout_s:g} s", template=name,
-                                 line=_template_line(exc), hint="the template loops without end") from None
+                                 line=template_line(exc), hint="the template loops without end") from None
     except TemplateBoundError as exc:
-        raise TemplateLimitError(str(exc), template=name, line=_template_line(exc),
+        raise TemplateLimitError(str(exc), template=name, line=template_line(exc),
                                  hint="templates may not build values this large") from None
     except MemoryError as exc:
-        raise TemplateLimitError("rendering ran out of memory", template=name, line=_template_line(exc),
+        raise TemplateLimitError("rendering ran out of memory", template=name, line=template_line(exc),
                                  hint="the template builds something huge") from None
     except TemplateRaised as exc:
-        raise TemplateError(f"the template raised: {exc}", template=name, line=_template_line(exc),
+        raise TemplateError(f"the template raised: {exc}", template=name, line=template_line(exc),
                             hint="the conversation does not fit what this template accepts") from None
     except jinja2.exceptions.SecurityError as exc:
-        raise TemplateSecurityError(f"blocked by the sandbox: {exc}", template=name, line=_template_line(exc),
+        raise TemplateSecurityError(f"blocked by the sandbox: {exc}", template=name, line=template_line(exc),
                                     hint="templates may not reach Python internals") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno) from None
     except RecursionError as exc:
-        raise TemplateError("the template recursed too deeply", template=name, line=_template_line(exc),
+        raise TemplateError("the template recursed too deeply", template=name, line=template_line(exc),
                             hint="a macro or recursive loop calls itself without end") from None
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
             ZeroDivisionError, OverflowError, ArithmeticError, UnicodeError) as exc:
-        raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=_template_line(exc),
+        raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=template_line(exc),
                             hint="check the template against the message fields it reads") from None
     finally:
         if gen is not None:
@@ -380,7 +367,7 @@ def render(source: str, name: str, messages: list[dict], *, tools: list[dict] | 
     return out
 
 
-def _suspended_line(gen: Any, tmpl: jinja2.Template) -> int | None:
+def _suspended_line(gen: object, tmpl: jinja2.Template) -> int | None:
     """The template line of the output statement the render stopped at (it is suspended there)."""
     line = None
     while gen is not None:

@@ -16,7 +16,9 @@ nothing measurable. Source longer than MAX_TEMPLATE_CHARS is refused before pars
 
 from __future__ import annotations
 
-from datetime import datetime
+import traceback
+from collections.abc import Callable
+from datetime import datetime as datetime  # re-exported: the one clock tests freeze (clock.py reads it here)
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +27,8 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.parser import Parser
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from . import bounds
@@ -45,13 +49,23 @@ class GenerationTag(jinja2.ext.Extension):
 
     tags = {"generation"}
 
-    def parse(self, parser):  # type: ignore[no-untyped-def]
+    def parse(self, parser: Parser) -> nodes.Node:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
 
-    def _render(self, caller):  # type: ignore[no-untyped-def]
+    def _render(self, caller: Callable[[], str]) -> str:
         return caller()
+
+
+def template_line(exc: BaseException) -> int | None:
+    """The template line an error came from: that of the innermost template frame in its traceback
+    (Jinja rewrites template frames to carry template lines)."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<template>":
+            line = lineno
+    return line
 
 
 def raise_exception(message: str) -> None:
@@ -70,29 +84,30 @@ def strftime_now(fmt: str) -> str:
 class TemplateDict:
     """`dict(...)` without the class itself, so templates cannot reach its attributes."""
 
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
         return dict(*args, **kwargs)
 
-    def fromkeys(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
         return dict.fromkeys(*args, **kwargs)
 
 
 class TemplateNamespace(jinja2.utils.Namespace):
     """A namespace that refuses underscore names (no route to CPython internals)."""
 
-    def __init__(*args, **kwargs):  # type: ignore[no-untyped-def]
+    # (no named `self`, as in Jinja's Namespace: a template may pass any keyword, `self` included)
+    def __init__(*args: Any, **kwargs: Any) -> None:
         self, args = args[0], args[1:]
         attrs = dict(*args, **kwargs)
         for name in attrs:
             TemplateNamespace._check_name(name)
         jinja2.utils.Namespace.__init__(self, attrs)
 
-    def __setitem__(self, name, value):  # type: ignore[no-untyped-def]
+    def __setitem__(self, name: str, value: Any) -> None:
         TemplateNamespace._check_name(name)
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
     @staticmethod
-    def _check_name(name):  # type: ignore[no-untyped-def]
+    def _check_name(name: object) -> None:
         if isinstance(name, str) and name.startswith("_"):
             raise jinja2.exceptions.SecurityError(
                 f"templates cannot store underscore-prefixed attributes on a namespace ({name!r})")
@@ -120,7 +135,7 @@ class BoundedCodeGenerator(CodeGenerator):
         self.writeline(f"{frame.buffer}.left = _wb_cap")
 
     @optimizeconst
-    def visit_Add(self, node: nodes.Add, frame: Frame) -> None:
+    def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:  # (an Add; Jinja's hook takes any BinExpr)
         if isinstance(node.left, nodes.Const) or isinstance(node.right, nodes.Const):
             self.write("(")
             self.visit(node.left, frame)
@@ -171,10 +186,10 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
     checked_sum = staticmethod(bounds.checked_sum)
     value_cap = staticmethod(bounds.value_cap)
 
-    def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def,override]
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         return bounds.binop(operator, left, right)
 
-    def call(__self, __context, __obj, *args, **kwargs):  # type: ignore[no-untyped-def,override]  # noqa: N805
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         # SandboxedEnvironment.call, inline (one Python frame per call, as before), plus the bounds
         # on the string methods that widen. Only builtin methods (and the sandbox's str.format
         # wrapper) can be one: testing the type first keeps macro and filter calls as cheap as before.

@@ -7,14 +7,12 @@ MemoryError) and which is killed when the deadline passes. The parent then knows
 template was on: the child dumps its Python stack on SIGUSR1 (faulthandler, which works even
 while the child is stuck in C code), and the template's debug info maps that to a template line.
 
-Workers are kept warm between renders (the app renders on every keystroke): a pool hands out
-an idle one, or starts one; a killed or crashed worker is replaced at once, in the background.
-The child imports only jinja2 and this folder (the package's `__init__` modules are stood in
-for), so a fresh one is ready in about a tenth of a second.
-
-Protocol, over the child's stdin/stdout: frames of an 8-byte length and a body. The parent
-sends pickles (it is the trusted side); the child answers in JSON (it never sends the parent
-anything that could run code when read).
+This module is the parent side (render() hands it isolated renders); the child runs
+worker_child.serve, and the two agree on worker_protocol.py. Workers are kept warm between
+renders (the app renders on every keystroke): a pool hands out an idle one, or starts one; a
+killed or crashed worker is replaced at once, in the background. The child imports only jinja2
+and this folder (the package's `__init__` modules are stood in for), so a fresh one is ready in
+about a tenth of a second. Needs POSIX pipes and signals: render() renders in-thread elsewhere.
 """
 
 from __future__ import annotations
@@ -26,28 +24,27 @@ import pickle
 import re
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
-from ..errors import TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError, WorkbenchError
+from ..errors import TemplateError, TemplateLimitError
+from .render_types import Rendered, RenderLimits
+from .sandbox import compile_template
+from .worker_protocol import ERROR_TYPES, HEADER, RenderRequest, write_frame
 
 START_TIMEOUT_S = 60.0    # a fresh worker on a loaded machine; only the first render waits for it
 DUMP_WAIT_S = 0.3         # for the stack dump after SIGUSR1, before the kill
 MAX_IDLE = 4              # warm workers kept between renders
-_HEADER = struct.Struct(">Q")
-_ERRORS = {cls.__name__: cls for cls in (TemplateError, TemplateLimitError, TemplateSecurityError,
-                                         TemplateSyntaxError)}
 
 # The child's first statements: the parent's import path, then stand-ins for the `workbench` and
-# `workbench.templates` packages so that importing this module loads jinja2 and this folder only.
+# `workbench.templates` packages so that importing worker_child loads jinja2 and this folder only.
 _BOOT = """\
 import json, sys, types
 cfg = json.loads(sys.argv[1])
@@ -56,12 +53,10 @@ for name, path in cfg["packages"].items():
     module = types.ModuleType(name)
     module.__path__ = [path]
     sys.modules[name] = module
-from workbench.templates.worker import serve
+from workbench.templates.worker_child import serve
 serve()
 """
 
-
-# ---- the parent side -----------------------------------------------------------------------------
 
 class _Worker:
     """One child process and its pipes. Used by one render at a time."""
@@ -81,16 +76,15 @@ class _Worker:
 
     def send(self, body: bytes) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(_HEADER.pack(len(body)) + body)
-        self.proc.stdin.flush()
+        write_frame(self.proc.stdin, body)
 
     def receive(self, deadline: float) -> bytes | None:
         """One frame, or None if the deadline passed first; raises EOFError if the child is gone."""
         assert self.proc.stdout is not None
-        head = _read(self.proc.stdout, _HEADER.size, deadline)
+        head = _read(self.proc.stdout, HEADER.size, deadline)
         if head is None:
             return None
-        (n,) = _HEADER.unpack(head)
+        (n,) = HEADER.unpack(head)
         return _read(self.proc.stdout, n, deadline + 5.0)  # the body follows its header at once
 
     def stderr_since(self, offset: int) -> str:
@@ -120,7 +114,7 @@ class _Worker:
         self.stderr.close()
 
 
-def _read(f: BinaryIO, n: int, deadline: float) -> bytes | None:
+def _read(f: IO[bytes], n: int, deadline: float) -> bytes | None:
     fd = f.fileno()
     chunks, left = [], n
     while left:
@@ -183,25 +177,18 @@ _POOL = _Pool()
 atexit.register(_POOL.close)
 
 
-def render_isolated(source: str, name: str, messages: list[dict], *, tools: list[dict] | None,
+def render_isolated(source: str, name: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None,
                     add_generation_prompt: bool, kwargs: dict[str, Any], track: bool, track_generation: bool,
-                    limits: Any, now: datetime | None) -> Any:
+                    limits: RenderLimits, now: datetime | None) -> Rendered:
     """`render()` in a worker process (the same arguments; the result is the same Rendered).
 
-    Needs POSIX pipes and signals; elsewhere (Windows) the render runs in this process, with the
-    same bounds on every operation but no memory cap and no kill.
+    render() calls it on POSIX, once the source compiled (a syntax error needs no round trip).
     """
-    from .render import Rendered, compile_checked, render
-
-    if os.name != "posix":
-        return render(source, name, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                      kwargs=kwargs, track=track, track_generation=track_generation,
-                      limits=replace(limits, isolate=False), now=now)
-    compile_checked(source, name)  # syntax errors without a round trip; compiling is bounded
-    request = {"source": source, "name": name, "messages": messages, "tools": tools,
-               "add_generation_prompt": add_generation_prompt, "kwargs": kwargs, "track": track,
-               "track_generation": track_generation, "limits": {**asdict(limits), "isolate": False},
-               "now": now, "memory": limits.max_worker_bytes}
+    request: RenderRequest = {
+        "source": source, "name": name, "messages": messages, "tools": tools,
+        "add_generation_prompt": add_generation_prompt, "kwargs": kwargs, "track": track,
+        "track_generation": track_generation, "limits": {**asdict(limits), "isolate": False}, "now": now,
+        "memory": limits.max_worker_bytes}
     try:
         body = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
@@ -265,7 +252,7 @@ def render_isolated(source: str, name: str, messages: list[dict], *, tools: list
         if text is None:
             e = data["error"]
             line, hint = e.get("line"), e.get("hint")
-            error = _ERRORS.get(e.get("type"), TemplateError)(
+            error = ERROR_TYPES.get(e.get("type"), TemplateError)(
                 str(e.get("message", "rendering failed")), template=name,
                 line=line if isinstance(line, int) else None, hint=hint if isinstance(hint, str) else None)
         else:
@@ -296,7 +283,7 @@ def _wait_ready(w: _Worker, name: str) -> None:
     w.ready = True
 
 
-def _died(w: _Worker, name: str, limits: Any, offset: int) -> TemplateError:
+def _died(w: _Worker, name: str, limits: RenderLimits, offset: int) -> TemplateError:
     try:
         code = w.proc.wait(timeout=5)
     except subprocess.TimeoutExpired:  # it closed its output but lives on: end it
@@ -318,7 +305,6 @@ _FRAME = re.compile(r'File "<template>", line (\d+)')
 
 def _stuck_line(w: _Worker, offset: int, source: str) -> int | None:
     """Ask the stuck child for its stack (faulthandler) and map the innermost template frame to a line."""
-    from .sandbox import compile_template
     try:
         os.kill(w.proc.pid, signal.SIGUSR1)
     except OSError:
@@ -336,92 +322,3 @@ def _stuck_line(w: _Worker, offset: int, source: str) -> int | None:
     except Exception:  # the source compiled in the child; it compiles here (cached) just the same
         return None
 
-
-# ---- the child side ------------------------------------------------------------------------------
-
-def serve() -> None:
-    """The worker's loop: read a request, render it, answer; exit when the parent closes the pipe."""
-    import faulthandler
-    import resource
-
-    from .render import RenderLimits, render
-
-    _die_with_parent()
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    try:
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except (ValueError, OSError):
-        pass
-    # The protocol gets its own copy of stdout; anything printed by accident goes to stderr.
-    stdin, stdout = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    _write(stdout, json.dumps({"ready": True}).encode())
-    while True:
-        head = stdin.read(_HEADER.size)
-        if len(head) < _HEADER.size:
-            return
-        req = pickle.loads(stdin.read(_HEADER.unpack(head)[0]))
-        _limit_memory(resource, req["memory"])
-        reply: dict[str, Any]
-        text = b""
-        try:
-            out = render(req["source"], req["name"], req["messages"], tools=req["tools"],
-                         add_generation_prompt=req["add_generation_prompt"], kwargs=req["kwargs"],
-                         track=req["track"], track_generation=req["track_generation"],
-                         limits=RenderLimits(**req["limits"]), now=req["now"])
-            text = out.text.encode("utf-8", "surrogatepass")
-            reply = {"starts": out.starts, "tools_start": out.tools_start, "gen_reads": out.gen_reads}
-        except WorkbenchError as exc:
-            # After a template hit a limit (memory, time, a huge value) the next render gets a
-            # fresh process: nothing the hostile one left behind (heap, threads) carries over.
-            reply = {"error": _error(exc), "restart": isinstance(exc, TemplateLimitError)}
-        except MemoryError:
-            reply = {"error": {"type": "TemplateLimitError", "message": "the template ran out of memory",
-                               "hint": "the template builds something huge"}, "restart": True}
-        except Exception as exc:  # a bug here, not in the template: report it, start afresh
-            reply = {"error": {"type": "TemplateError", "message": f"{type(exc).__name__}: {exc}"}, "restart": True}
-        _write(stdout, json.dumps(reply).encode())
-        if "error" not in reply:
-            _write(stdout, text)
-        if reply.get("restart"):
-            return
-
-
-def _write(f: BinaryIO, body: bytes) -> None:
-    f.write(_HEADER.pack(len(body)))
-    f.write(body)
-    f.flush()
-
-
-def _error(exc: WorkbenchError) -> dict:
-    """The parts of a TemplateError, to build the same error in the parent."""
-    template, line = getattr(exc, "template", None), getattr(exc, "line", None)
-    message = exc.message
-    prefix = (template or "template") + (f", line {line}" if line is not None else "") + ": "
-    if isinstance(exc, TemplateError) and message.startswith(prefix):
-        message = message[len(prefix):]
-    kind = type(exc).__name__ if type(exc).__name__ in _ERRORS else "TemplateError"
-    return {"type": kind, "message": message, "line": line, "hint": exc.hint}
-
-
-def _limit_memory(resource: Any, limit: int) -> None:
-    try:
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    except (ValueError, OSError):  # not supported here (e.g. macOS): the deadline still holds
-        pass
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills the worker if the parent dies, even while it is stuck in C code."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent is already gone
-            os._exit(0)
-    except (OSError, AttributeError):
-        pass

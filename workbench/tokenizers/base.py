@@ -16,11 +16,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
-TokenIds = np.ndarray  # 1-D np.uint32
-EMPTY = np.zeros(0, dtype=np.uint32)
+TokenIds: TypeAlias = NDArray[np.uint32]  # 1-D
+EMPTY: TokenIds = np.zeros(0, dtype=np.uint32)
+# A trie of characters; the key "" marks the end of a word.
+_Trie: TypeAlias = dict[str, "_Trie"]
 
 
 def file_sha256(*paths: Path | str) -> str:
@@ -38,14 +42,14 @@ def trie_regex(words: Iterable[str]) -> str:
     Vocabularies carry up to ~1,100 special tokens; a flat alternation of that
     many literals makes Python's regex engine try each one at every position.
     """
-    trie: dict = {}
+    trie: _Trie = {}
     for w in words:
         node = trie
         for ch in w:
             node = node.setdefault(ch, {})
-        node[""] = True
+        node[""] = {}
 
-    def emit(node: dict) -> str:
+    def emit(node: _Trie) -> str:
         end = "" in node
         alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch != ""]
         if not alts:
@@ -166,7 +170,7 @@ class Tokenizer(ABC):
         return self.encode(text)
 
     @cached_property
-    def special_ids(self) -> np.ndarray:
+    def special_ids(self) -> TokenIds:
         return np.array(sorted(self.specials.values()), dtype=np.uint32)
 
     def encode(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> TokenIds:
@@ -211,5 +215,5 @@ class Tokenizer(ABC):
         char_at[len(raw)] = c
         return [char_at.get(e, -1) for e in ends]
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, str]:
         return {"name": self.name, "version": self.version, "description": self.description}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,9 +28,25 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
+class _Encoded(Protocol):
+    ids: list[int]
+
+
+class _Backend(Protocol):
+    """What this backend uses of a `tokenizers.Tokenizer` (tokenizers is optional: imported at run time)."""
+
+    def encode(self, sequence: str, *, add_special_tokens: bool) -> _Encoded: ...
+
+    def encode_batch(self, input: Sequence[str], *, add_special_tokens: bool) -> list[_Encoded]: ...
+
+    def id_to_token(self, id: int) -> str | None: ...
+
+    def get_vocab_size(self, with_added_tokens: bool) -> int: ...
+
+
 class HFTokenizer(Tokenizer):
     def __init__(self, path: Path, *, name: str, description: str = "",
-                 config: dict | None = None):
+                 config: dict[str, Any] | None = None):
         tk = require("tokenizers", f"the {name} tokenizer")
         self.name, self.description = name, description
         self.version = file_sha256(path)
@@ -37,7 +55,7 @@ class HFTokenizer(Tokenizer):
         self.specials = {a["content"]: a["id"] for a in added}
         # Special tokens are split by the shared machinery; the model itself must see plain text only.
         data["added_tokens"] = []
-        self._tok = tk.Tokenizer.from_str(json.dumps(data))
+        self._tok: _Backend = tk.Tokenizer.from_str(json.dumps(data))
         self._vocab = {v: k for k, v in data["model"].get("vocab", {}).items()} if isinstance(
             data["model"].get("vocab"), dict) else {}
         self._byte_level = "ByteLevel" in json.dumps(data.get("decoder") or {}) or \

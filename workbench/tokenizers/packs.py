@@ -25,11 +25,12 @@ def package_file(dist: str, relative: str, *, purpose: str) -> Path:
     try:
         d = importlib.metadata.distribution(dist)
     except importlib.metadata.PackageNotFoundError:
-        raise MissingDependencyError(f"the package {dist!r} is not installed (needed for {purpose})",
-                                     hint=f"run: pip install 'prompt-workbench[packs]'  [or: pip install {dist}]") from None
+        raise MissingDependencyError(
+            f"the package {dist!r} is not installed (needed for {purpose})",
+            hint=f"run: pip install 'prompt-workbench[packs]'  [or: pip install {dist}]") from None
     for f in d.files or ():
         if str(f).replace("\\", "/").endswith(relative):
-            p = Path(d.locate_file(f))
+            p = Path(str(d.locate_file(f)))  # (typed as a SimplePath; a file on disk for an installed package)
             if p.exists():
                 return p
     raise TokenizerError(f"{dist} is installed but has no {relative}", hint=f"reinstall: pip install -U {dist}")

@@ -14,14 +14,17 @@ from .base import Tokenizer, file_sha256
 from .packs import checked_tiktoken_file, module_file, package_file
 
 # Pre-tokenizer regexes, as published with each vocabulary.
-CL100K_PAT = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$"""
+              r"""|\s*[\r\n]|\s+(?!\S)|\s""")
 O200K_PAT = "|".join([
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
     r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
 ])
-LLAMA3_PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-QWEN_PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+              r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 QWEN25_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
                    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
@@ -40,7 +43,8 @@ class TokenizerEntry:
 
 def _tiktoken_ranks(path: Path, expected_hash: str | None = None) -> dict[bytes, int]:
     load = require("tiktoken.load", "tiktoken vocabularies")
-    return load.load_tiktoken_bpe(str(path), expected_hash=expected_hash)
+    ranks: dict[bytes, int] = load.load_tiktoken_bpe(str(path), expected_hash=expected_hash)
+    return ranks
 
 
 def _openai(encoding: str, name: str, description: str, extra_specials: dict[str, int] | None = None,
@@ -150,7 +154,7 @@ def _mistral(kind: str) -> Tokenizer:
         inner = mt.MistralTokenizer.v7().instruct_tokenizer.tokenizer
         path = package_file("mistral-common", "data/mistral_instruct_tokenizer_241114.model.v7", purpose="mistral-v7")
         desc = "Mistral v7 SentencePiece (Mistral Large 2411) via mistral-common"
-    return MistralSPMTokenizer(inner, name=f"mistral-{kind}", version=file_sha256(path), description=desc)
+    return MistralSPMTokenizer(inner._model, name=f"mistral-{kind}", version=file_sha256(path), description=desc)
 
 
 ENTRIES: dict[str, TokenizerEntry] = {e.name: e for e in [
@@ -217,8 +221,9 @@ def _read_hf(ref: str) -> Tokenizer:
         hub = require("huggingface_hub", "hub tokenizers")
         local = hub.snapshot_download(ref, allow_patterns=["tokenizer.json", "tokenizer_config.json"])
     except Exception as exc:  # noqa: BLE001 - any hub failure means the same thing to the user
-        raise TokenizerNotFoundError(f"could not load hf:{ref} ({type(exc).__name__})",
-                                     hint="offline, pass a local folder with tokenizer.json: --tokenizer hf:DIR") from None
+        raise TokenizerNotFoundError(
+            f"could not load hf:{ref} ({type(exc).__name__})",
+            hint="offline, pass a local folder with tokenizer.json: --tokenizer hf:DIR") from None
     return _load_hf(local)
 
 

@@ -10,16 +10,31 @@ off at run time): templates for these vocabularies always write the space.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from .base import TokenIds, Tokenizer
 
 
+class SentencePieceModel(Protocol):
+    """What this backend uses of a `sentencepiece.SentencePieceProcessor` (mistral-common's model)."""
+
+    def encode(self, input: str) -> list[int]: ...
+
+    def id_to_piece(self, id: int) -> str: ...
+
+    def get_piece_size(self) -> int: ...
+
+    def is_control(self, id: int) -> bool: ...
+
+    def is_byte(self, id: int) -> bool: ...
+
+
 class MistralSPMTokenizer(Tokenizer):
-    def __init__(self, inner, *, name: str, version: str, description: str):  # type: ignore[no-untyped-def]
+    def __init__(self, sp: SentencePieceModel, *, name: str, version: str, description: str):
         self.name, self.version, self.description = name, version, description
-        self._sp = inner._model
-        sp = self._sp
+        self._sp = sp
         self.specials = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())
                          if sp.is_control(i) or (sp.id_to_piece(i).startswith("[") and sp.id_to_piece(i).endswith("]")
                                                  and i < 1000)}

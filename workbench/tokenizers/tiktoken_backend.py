@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Set
+from typing import Protocol
 
 import numpy as np
 
 from .._optional import require
 from .base import TokenIds, Tokenizer
+
+
+class _Encoding(Protocol):
+    """What this backend uses of a `tiktoken.Encoding` (tiktoken is optional: imported at run time)."""
+
+    max_token_value: int
+
+    def encode_to_numpy(self, text: str, *, allowed_special: Set[str],
+                        disallowed_special: Collection[str]) -> TokenIds: ...
+
+    def decode_single_token_bytes(self, token: int) -> bytes: ...
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -24,8 +36,9 @@ class TiktokenTokenizer(Tokenizer):
         # Tekken numbers its byte-level ranks after its control tokens: id = rank + offset.
         self._offset = id_offset
         self._nfc = nfc
-        self._enc = tiktoken.Encoding(name=f"workbench-{name}", pat_str=pat_str, mergeable_ranks=mergeable_ranks,
-                                      special_tokens={} if id_offset else specials)
+        self._enc: _Encoding = tiktoken.Encoding(name=f"workbench-{name}", pat_str=pat_str,
+                                                 mergeable_ranks=mergeable_ranks,
+                                                 special_tokens={} if id_offset else specials)
         self._by_id = {v: k.encode("utf-8") for k, v in specials.items()}
         self._special_set = frozenset(specials) if not id_offset else frozenset()
         self._encode: Callable[[str], TokenIds] = self._make_encoder()
