@@ -46,6 +46,7 @@ from .html import CSS, cache_html, diagnostics_html, export_html, header_html, p
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .semantic_panel import semantic_html
 from .state import AUTO, Panels, WorkbenchState
+from .teaching import StepThrough
 from .viewmodel import Patch, PatchFeed
 
 pn = require("panel", "the web app")
@@ -128,8 +129,7 @@ class TeachingPanel:
     """The teaching step-through: one step at a time, Back and Next, over the selected turn."""
 
     def __init__(self) -> None:
-        self.steps: list[Any] = []
-        self.index = 0
+        self.walk = StepThrough()
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.body = pn.pane.HTML("<i>the steps appear once every turn is assembled…</i>", sizing_mode="stretch_width",
                                  stylesheets=[CSS])
@@ -140,26 +140,14 @@ class TeachingPanel:
         self.layout = pn.Column(pn.Row(self.back, self.next, self.title), self.body, sizing_mode="stretch_width")
 
     def update(self, state: WorkbenchState, panels: Panels) -> None:
-        from .teaching import TEACHING_CSS, teaching_steps
-        if panels.analysis is None:
-            return
-        asm = panels.assembler
-        self.css = TEACHING_CSS
-        self.steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
-                                    template_source=getattr(asm.template, "source", None),
-                                    previous=state.turn_result(panels.turn - 1), analysis=panels.analysis)
-        self.index = min(self.index, len(self.steps) - 1)
-        self.go(0)
+        if self.walk.load(panels, state.turn_result(panels.turn - 1)):
+            self.go(0)
 
     def go(self, delta: int) -> None:
-        if not self.steps:
+        if not self.walk.move(delta):
             return
-        self.index = max(0, min(self.index + delta, len(self.steps) - 1))
-        step = self.steps[self.index]
-        self.title.object = (f'<b class="wb-teach-title">Step {self.index + 1} of {len(self.steps)}: '
-                             f'{html.escape(step.title)}</b>')
-        self.body.object = (f"<style>{self.css}</style><p>{html.escape(step.summary)}</p>{step.html}")
-        self.back.disabled, self.next.disabled = self.index == 0, self.index == len(self.steps) - 1
+        self.title.object, self.body.object = self.walk.title_html(), self.walk.body_html()
+        self.back.disabled, self.next.disabled = self.walk.at_first, self.walk.at_last
 
 
 class PanelHost:

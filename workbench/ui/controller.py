@@ -236,7 +236,7 @@ class Controller:
     # the slower panels -----------------------------------------------------------------------------
     def request_panels(self) -> None:
         if not self.background:
-            self._run_panels()
+            self.run_panels()
             return
         self._panels_ticket += 1
         ticket = self._panels_ticket
@@ -271,7 +271,7 @@ class Controller:
             self._panels_again = False
             self._start_panels(self._panels_ticket)
 
-    def _run_panels(self) -> None:
+    def run_panels(self) -> None:
         try:
             panels = self.state.panels()
         except WorkbenchError as exc:

@@ -16,6 +16,7 @@ from .._optional import require
 from ..assembly import Assembler
 from ..assembly.result import AssemblyResult
 from ..assets import widget_file
+from .teaching import StepThrough
 from .viewmodel import Patch, PatchFeed
 
 _anywidget = require("anywidget", "the notebook widgets")
@@ -239,8 +240,7 @@ class Workbench:
         self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
         self.teach_back, self.teach_next = W.Button(description="◀ Back"), W.Button(description="Next ▶")
-        self.teach_steps: list[Any] = []
-        self.teach_index = 0
+        self.teach = StepThrough()
         self.diagnostics = W.HTML()
 
         self.session_select.observe(lambda c: c["new"] and self._open(c["new"]), "value")
@@ -389,7 +389,7 @@ class Workbench:
         would show); returns the Panels."""
         self.synchronous = True
         try:
-            self.controller._run_panels()
+            self.controller.run_panels()
         finally:
             self.synchronous = False
         return self.controller.last_panels
@@ -420,13 +420,8 @@ class Workbench:
         out.value = f'<span class="wb-diag-error">{escape(error)}</span>' if error else ""
 
     def _teach(self, delta: int) -> None:
-        if not self.teach_steps:
-            return
-        self.teach_index = max(0, min(self.teach_index + delta, len(self.teach_steps) - 1))
-        step = self.teach_steps[self.teach_index]
-        self.teach_title.value = f"<b>Step {self.teach_index + 1} of {len(self.teach_steps)}: {escape(step.title)}</b>"
-        from .teaching import TEACHING_CSS
-        self.teach_body.value = f"<style>{TEACHING_CSS}</style><p>{escape(step.summary)}</p>{step.html}"
+        if self.teach.move(delta):
+            self.teach_title.value, self.teach_body.value = self.teach.title_html(), self.teach.body_html()
 
     # output -----------------------------------------------------------------------------------------
     def _show_result(self, result: AssemblyResult) -> None:
@@ -468,7 +463,6 @@ class Workbench:
 
     def _show_panels(self, panels: Any) -> None:
         from .html import cache_html, prefix_diff_html
-        from .teaching import teaching_steps
         self.cache.value = cache_html(panels)
         if self.cache_chart is not None:
             _replace_figure(self.cache_chart, panels.cache_figure)
@@ -476,11 +470,5 @@ class Workbench:
         if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
             self._prefill = None        # it was for another prompt
         self._show_kv()
-        if panels.analysis is not None:
-            asm = panels.assembler
-            self.teach_steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
-                                              template_source=getattr(asm.template, "source", None),
-                                              previous=self.state.turn_result(panels.turn - 1),
-                                              analysis=panels.analysis)
-            self.teach_index = min(self.teach_index, len(self.teach_steps) - 1)
+        if self.teach.load(panels, self.state.turn_result(panels.turn - 1)):
             self._teach(0)

@@ -264,3 +264,47 @@ def teaching_for_turn(assembler: "Assembler", session_file: "SessionFile", turn:
     prev, analysis = (turns[0].result, last) if turn > 1 else (None, None)
     return teaching_steps(last.result, tokenizer=assembler.tokenizer, template_source=assembler.template.source,
                           previous=prev, analysis=analysis, kv_config=kv_config)
+
+
+class StepThrough:
+    """The step-through both hosts show: the selected turn's steps and which one is shown, with the
+    HTML of its title and body (the hosts only put these into their own widgets)."""
+
+    def __init__(self) -> None:
+        self.steps: list[TeachingStep] = []
+        self.index = 0
+
+    def load(self, panels: Any, previous: AssemblyResult | None) -> bool:
+        """The steps of the panels' turn (`previous`: the turn before it); False while the panels
+        hold no analysis yet."""
+        if panels.analysis is None:
+            return False
+        asm = panels.assembler
+        self.steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
+                                    template_source=getattr(asm.template, "source", None),
+                                    previous=previous, analysis=panels.analysis)
+        self.index = max(0, min(self.index, len(self.steps) - 1))
+        return True
+
+    def move(self, delta: int) -> bool:
+        """Step back or forward (clamped); False when there is nothing to show."""
+        if not self.steps:
+            return False
+        self.index = max(0, min(self.index + delta, len(self.steps) - 1))
+        return True
+
+    @property
+    def at_first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def at_last(self) -> bool:
+        return self.index == len(self.steps) - 1
+
+    def title_html(self) -> str:
+        step = self.steps[self.index]
+        return f'<b class="wb-teach-title">Step {self.index + 1} of {len(self.steps)}: {escape(step.title)}</b>'
+
+    def body_html(self) -> str:
+        step = self.steps[self.index]
+        return f"<style>{TEACHING_CSS}</style><p>{escape(step.summary)}</p>{step.html}"
