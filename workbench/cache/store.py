@@ -160,7 +160,8 @@ class TwoTierCache:
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
         # One task per key per event loop; loops are weakly held so a closed loop's map goes away.
-        self._async_flights: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Task]] = \
+        self._async_flights: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Task[tuple[CacheEntry, BuildSource]]]] = \
             weakref.WeakKeyDictionary()
 
     @classmethod
