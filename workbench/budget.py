@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .conversation import Conversation
 from .errors import BudgetError
@@ -86,7 +87,7 @@ class Budget:
         cw = self.context_window
         return {k: {"tokens": v, "share": round(v / cw, 6)} for k, v in rows.items()}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"context_window": self.context_window, "reserve": self.reserve, "input_budget": self.input_budget,
                 "used": self.used, "free": self.free, "by_kind": dict(self.by_kind),
                 "breakdown": self.breakdown(), "reserve_source": self.reserve_source,

@@ -25,12 +25,12 @@ class ToolCall:
     def arguments_obj(self) -> Any:
         return json.loads(self.arguments)
 
-    def to_template(self) -> dict:
+    def to_template(self) -> dict[str, Any]:
         # transformers' convention: templates receive arguments as a mapping.
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments_obj()}}
 
-    def to_openai(self) -> dict:
+    def to_openai(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
 
@@ -50,7 +50,7 @@ class Message:
     template: bool = False
     variables: str | None = None
 
-    def to_template(self) -> dict:
+    def to_template(self) -> dict[str, Any]:
         """The dict a chat template sees; keys with no value are left out, as transformers does."""
         d: dict[str, Any] = {"role": self.role}
         if self.content is not None:
@@ -66,7 +66,7 @@ class Message:
             d = {"thinking": self.reasoning, **d, "reasoning_content": self.reasoning}
         return d
 
-    def to_openai(self) -> dict:
+    def to_openai(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             d["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
@@ -101,7 +101,7 @@ def _fast_init() -> None:
      s_vars) = (d[n].__set__ for n in ("role", "content", "sequence", "tool_calls", "tool_call_id", "name",
                                         "reasoning", "cache_control", "template", "variables"))
 
-    def __init__(self, role: str, content: str | None, sequence: int, tool_calls: tuple[ToolCall, ...] = (),
+    def __init__(self: Message, role: str, content: str | None, sequence: int, tool_calls: tuple[ToolCall, ...] = (),
                  tool_call_id: str | None = None, name: str | None = None, reasoning: str | None = None,
                  cache_control: bool = False, template: bool = False, variables: str | None = None) -> None:
         s_role(self, role)
@@ -133,7 +133,7 @@ class ModelParams:
     response_format: str | None = None  # JSON text of the response_format object
     extra: tuple[tuple[str, str], ...] = ()  # other fields, as sorted (key, JSON text)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for k in ("model", "max_tokens", "temperature", "top_p"):
             v = getattr(self, k)
@@ -158,13 +158,13 @@ class Conversation:
     source_format: str = "workbench"
     variables: str | None = None  # request-scope prompt-template variables, canonical JSON
 
-    def tool_schemas(self) -> list[dict]:
+    def tool_schemas(self) -> list[dict[str, Any]]:
         return [json.loads(t) for t in self.tools]
 
-    def to_template_messages(self) -> list[dict]:
+    def to_template_messages(self) -> list[dict[str, Any]]:
         return [m.to_template() for m in self.messages]
 
-    def to_openai(self) -> dict:
+    def to_openai(self) -> dict[str, Any]:
         d: dict[str, Any] = {"messages": [m.to_openai() for m in self.messages]}
         if self.tools:
             d["tools"] = self.tool_schemas()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Level = Literal["info", "warning", "error"]
 
@@ -15,7 +15,7 @@ class Diagnostic:
     message: str
     seq: int | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "code": self.code, "message": self.message, "seq": self.seq}
 
 

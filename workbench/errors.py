@@ -6,6 +6,9 @@ bad input; the CLI turns any of these into a single ``error:`` line and exit 2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 class WorkbenchError(Exception):
     """Root of every error the workbench raises on bad input or configuration."""
@@ -15,13 +18,13 @@ class WorkbenchError(Exception):
         self.hint = hint
         super().__init__(message if hint is None else f"{message} ({hint})")
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Callable[..., BaseException], tuple[Any, ...]]:
         # A copy (a cached error raised again) or a pickle (an error from a worker process) is the
         # same error: rebuilt from its state, not by calling __init__ again on its formatted text.
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
-def _rebuild(cls: type[BaseException], args: tuple, state: dict) -> BaseException:
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
     exc = cls.__new__(cls, *args)
     exc.args = args
     exc.__dict__.update(state)

@@ -81,8 +81,8 @@ class Finding:
 class Guarded:
     """What the template renders instead of the raw fields, and how to map its output back."""
 
-    messages: list[dict]               # template messages, escaped occurrences replaced by placeholders
-    tools: list[dict] | None
+    messages: list[dict[str, Any]]     # template messages, escaped occurrences replaced by placeholders
+    tools: list[dict[str, Any]] | None
     placeholders: dict[str, str]       # placeholder character -> the special-token string it stands for
     findings: tuple[Finding, ...]
     diagnostics: tuple[Diagnostic, ...]
@@ -298,14 +298,14 @@ def _placeholders(tokens: Sequence[str], avoid: str) -> dict[str, str]:
     return out
 
 
-def _substitute(d: dict, field: str, sub: Callable[[str], str]) -> None:
+def _substitute(d: dict[str, Any], field: str, sub: Callable[[str], str]) -> None:
     """Replace in the template message `d` the value `field` names (as _message_fields names it)."""
     if field == "reasoning_content":
         for k in ("thinking", "reasoning_content"):
             d[k] = sub(d[k])
     elif field.startswith("tool_calls["):
-        k = int(field[11:field.index("]")])
-        call = d["tool_calls"][k] = dict(d["tool_calls"][k])
+        index = int(field[11:field.index("]")])
+        call = d["tool_calls"][index] = dict(d["tool_calls"][index])
         if field.endswith(".id"):
             call["id"] = sub(call["id"])
         else:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .conversation import Message
+from .diagnostics import Diagnostic, info
 from .tokenizers.base import EMPTY, Chunk, Tokenizer
 
 
@@ -37,7 +40,7 @@ class Segment:
     role: str | None
     seq: int | None         # the message's sequence number in the original request
     text: str
-    token_ids: np.ndarray   # np.uint32, read-only view
+    token_ids: NDArray[np.uint32]   # read-only view
     start: int              # token offsets into the full token ids
     end: int
     char_start: int
@@ -48,13 +51,13 @@ class Segment:
     def token_count(self) -> int:
         return self.end - self.start
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "role": self.role, "seq": self.seq, "text": self.text,
                 "token_ids": self.token_ids.tolist(), "start": self.start, "end": self.end,
                 "source": self.source}
 
 
-class SegmentList(Sequence):
+class SegmentList(Sequence[Segment]):
     """The segments of an incrementally assembled prompt: the first `reused` came from an earlier
     prompt (reported with `source`: "local", or "redis" when it came through Redis), the rest were
     rendered now.
@@ -82,7 +85,12 @@ class SegmentList(Sequence):
                                            o.char_end, self.source)
         return seg
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, i: int) -> Segment: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Segment]: ...
+
+    def __getitem__(self, i: int | slice) -> Segment | list[Segment]:
         if isinstance(i, slice):
             return [self._at(j) for j in range(*i.indices(len(self.orig)))]
         n = len(self.orig)
@@ -92,7 +100,7 @@ class SegmentList(Sequence):
             raise IndexError(i)
         return self._at(i)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Segment]:
         return (self._at(i) for i in range(len(self.orig)))
 
 
@@ -144,7 +152,7 @@ def layout(text: str, messages: Sequence[Message], starts: dict[int, int], *, ge
         # a default system prompt). If message 0 is a system message rendered here, it owns it.
         m0 = messages[0] if messages else None
         own = m0 is not None and m0.role == "system" and (len(messages) == 1 or bounds[1] == first)
-        seq = m0.sequence if own else None
+        seq = m0.sequence if own and m0 is not None else None
         if tools_start is not None and pos < tools_start < first:
             spans.append(Span("system", "system", seq, pos, tools_start))
             spans.append(Span("tools", None, None, tools_start, first))
@@ -213,13 +221,13 @@ class PendingEncode:
         global _POOL
         self._tokenizer = tokenizer
         cpus = _CPUS
-        self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and cpus > 1 \
-            and tokenizer.special_pattern is not None
-        self._starts_special = tokenizer.special_pattern.match if self._parallel else None
+        pattern = tokenizer.special_pattern
+        self._parallel = bool(getattr(tokenizer, "releases_gil", False)) and cpus > 1 and pattern is not None
+        self._starts_special = pattern.match if self._parallel and pattern is not None else None
         self._buf: list[str] = []
         self._buf_len = 0
-        self._queued: list[tuple[str, Future]] = []
-        self._ids: np.ndarray | None = None
+        self._queued: list[tuple[str, Future[NDArray[np.uint32]]]] = []
+        self._ids: NDArray[np.uint32] | None = None
         self.matches: list[tuple[int, int, str]] = []
         if self._parallel and _POOL is None:
             # one core stays with the caller, who renders and then encodes too
@@ -240,10 +248,10 @@ class PendingEncode:
         self.matches = self._tokenizer.find_specials(text)
         return self
 
-    def result(self) -> np.ndarray:
+    def result(self) -> NDArray[np.uint32]:
         if self._ids is None:
             encode = self._tokenizer.encode_with_specials
-            parts: list[np.ndarray | None] = [None] * len(self._queued)
+            parts: list[NDArray[np.uint32] | None] = [None] * len(self._queued)
             tail = encode("".join(self._buf))
             for i in range(len(self._queued) - 1, -1, -1):
                 text, fut = self._queued[i]
@@ -263,7 +271,7 @@ class PendingEncode:
 
 def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
                    escaped: Sequence[tuple[int, int]] = (), pending: PendingEncode | None = None,
-                   ) -> tuple[list[Segment], np.ndarray, list[int | None]]:
+                   ) -> tuple[list[Segment], NDArray[np.uint32], list[int | None]]:
     """Tokenize the full text once and cut the ids at the span boundaries.
 
     Returns the segments, the full ids, and the seq of each span whose start had to move back to a
@@ -273,7 +281,7 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
     """
     cuts = [sp.start for sp in spans] + [len(text)]
     points: list[tuple[int, int]] | None = None
-    full: np.ndarray | None = None
+    full: NDArray[np.uint32] | None = None
     if not escaped:
         if pending is None:
             pending = PendingEncode.of(tokenizer, text)
@@ -298,8 +306,8 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
     return segs, full, moved
 
 
-def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: list[tuple[int, int, str]],
-                 where: np.ndarray, cuts: list[int]) -> list[tuple[int, int]]:
+def _fast_points(text: str, tokenizer: Tokenizer, full: NDArray[np.uint32], matches: list[tuple[int, int, str]],
+                 where: NDArray[np.intp], cuts: list[int]) -> list[tuple[int, int]]:
     starts = {m[0]: k for k, m in enumerate(matches)}
     ends = {m[1]: k for k, m in enumerate(matches)}
     runs: dict[int, tuple[int, int, list[int], list[int]]] = {}
@@ -327,8 +335,8 @@ def _fast_points(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: lis
     return out
 
 
-def _run_boundaries(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: list[tuple[int, int, str]],
-                    where: np.ndarray, k: int) -> tuple[int, int, list[int], list[int]]:
+def _run_boundaries(text: str, tokenizer: Tokenizer, full: NDArray[np.uint32], matches: list[tuple[int, int, str]],
+                    where: NDArray[np.intp], k: int) -> tuple[int, int, list[int], list[int]]:
     """The plain-text run before special k: its first token and character, and for each token
     that ends on a character boundary, that character (absolute) and the tokens up to it."""
     lo_c = matches[k - 1][1] if k > 0 else 0
@@ -344,8 +352,7 @@ def _run_boundaries(text: str, tokenizer: Tokenizer, full: np.ndarray, matches: 
     return lo_t, lo_c, chars, toks
 
 
-def moved_diagnostics(moved: Sequence[int | None]) -> list:
+def moved_diagnostics(moved: Sequence[int | None]) -> list[Diagnostic]:
     """One info diagnostic per message whose segment start moved back to a token boundary."""
-    from .diagnostics import info
     return [info("segment_boundary_moved", "a segment boundary fell inside a token and was moved to the token "
                  "boundary before it", seq) for seq in dict.fromkeys(moved)]

@@ -17,20 +17,23 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
 from .errors import SessionFileError
 from .intake import detect_format
 from .intake.detect import FORMATS
 from .strict_json import JSONValueError, find_problem, loads, surrogate_problem
 
+# A request (or a whole session file) as the JSON object it was read from, in its own format.
+Request: TypeAlias = dict[str, Any]
 
-class Turns(Sequence):
+
+class Turns(Sequence[Request]):
     """A session's requests, each built on access (see the module doc). Indexing, slicing (a list),
     len and iteration work as on the tuple this used to be; `map(fn)` gives the same turns with
     `fn` applied to each request as it is built, still lazily."""
 
-    def __init__(self, count: int, build: Callable[[int], dict]):
+    def __init__(self, count: int, build: Callable[[int], Request]):
         self._count = count
         self._build = build
 
@@ -38,11 +41,11 @@ class Turns(Sequence):
         return self._count
 
     @overload
-    def __getitem__(self, k: int) -> dict: ...
+    def __getitem__(self, k: int) -> Request: ...
     @overload
-    def __getitem__(self, k: slice) -> list[dict]: ...
+    def __getitem__(self, k: slice) -> list[Request]: ...
 
-    def __getitem__(self, k: int | slice) -> dict | list[dict]:
+    def __getitem__(self, k: int | slice) -> Request | list[Request]:
         if isinstance(k, slice):
             return [self._build(i) for i in range(*k.indices(self._count))]
         if not isinstance(k, int):
@@ -53,10 +56,10 @@ class Turns(Sequence):
             raise IndexError("turn index out of range")
         return self._build(k)
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Request]:
         return (self._build(i) for i in range(self._count))
 
-    def map(self, fn: Callable[[dict], dict]) -> "Turns":
+    def map(self, fn: Callable[[Request], Request]) -> "Turns":
         build = self._build
         return Turns(self._count, lambda i: fn(build(i)))
 
@@ -71,9 +74,9 @@ class SessionFile:
     title: str
     description: str
     turns: Turns                  # each a request in the file's format, built on access
-    raw: dict
+    raw: Request
 
-    def turn(self, n: int | None) -> dict:
+    def turn(self, n: int | None) -> Request:
         """Request for turn n (1-based); None = the last turn."""
         if n is None:
             return self.turns[-1]
@@ -87,7 +90,7 @@ def _is_assistant(m: Any) -> bool:
     return isinstance(m, dict) and m.get("role") == "assistant"
 
 
-def conversation_turns(req: dict) -> Turns:
+def conversation_turns(req: Request) -> Turns:
     """The requests a client sends over a conversation: one per assistant message, plus the last."""
     msgs = req.get("messages")
     if not isinstance(msgs, list):
@@ -98,18 +101,18 @@ def conversation_turns(req: dict) -> Turns:
     if not ends or ends[-1] != len(msgs):
         ends.append(len(msgs))
 
-    def build(k: int) -> dict:
+    def build(k: int) -> Request:
         end = ends[k]
         return {**base, "messages": msgs if end == len(msgs) else msgs[:end]}
 
     return Turns(len(ends), build)
 
 
-def _log_turns(reqs: list, fmt: str) -> Turns:
+def _log_turns(reqs: list[Request], fmt: str) -> Turns:
     return Turns(len(reqs), lambda k: reqs[k] if "format" in reqs[k] else {"format": fmt, **reqs[k]})
 
 
-def _text_field(data: dict, key: str, default: str) -> str:
+def _text_field(data: Request, key: str, default: str) -> str:
     v = data.get(key)
     if v is None or v == "":
         return default
@@ -121,7 +124,7 @@ def _text_field(data: dict, key: str, default: str) -> str:
     return v
 
 
-def _check_options(data: dict) -> None:
+def _check_options(data: Request) -> None:
     """Fields the workbench reads from the file itself; a wrong type is an error, not ignored."""
     cw = data.get("context_window")
     if cw is not None and (type(cw) is not int or cw <= 0):
@@ -146,7 +149,7 @@ def _name(path: str | None) -> str:
     return f"{Path(path).name}: " if path else ""
 
 
-def _parse(data: dict, path: str | None) -> SessionFile:
+def _parse(data: Request, path: str | None) -> SessionFile:
     try:
         return _shape(data, path)
     except SessionFileError as exc:
@@ -155,7 +158,7 @@ def _parse(data: dict, path: str | None) -> SessionFile:
         raise SessionFileError(_name(path) + exc.message, hint=exc.hint) from None
 
 
-def _shape(data: dict, path: str | None) -> SessionFile:
+def _shape(data: Request, path: str | None) -> SessionFile:
     title = _text_field(data, "title", Path(path).stem if path else "session")
     desc = _text_field(data, "description", "")
     _check_options(data)

@@ -24,11 +24,12 @@ assemblies instead.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .conversation import Message
 from .errors import BudgetError
@@ -45,15 +46,16 @@ class Dropped(NamedTuple):
     code: str = "oldest_first"   # oldest_first | tool_pair | same_unit
     role: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "reason": self.reason, "code": self.code, "role": self.role}
 
 
-class DroppedList(Sequence):
+class DroppedList(Sequence[Dropped]):
     """The dropped messages, built on first look (a long history drops thousands; most callers
     only count them). Compares equal to a tuple or list of the same Dropped items."""
 
     __slots__ = ("_make", "_n", "_items")
+    _items: list[Dropped] | None
 
     def __init__(self, make: Callable[[], list[Dropped]], n: int):
         self._make, self._n, self._items = make, n, None
@@ -66,10 +68,15 @@ class DroppedList(Sequence):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    @overload
+    def __getitem__(self, i: int) -> Dropped: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Dropped]: ...
+
+    def __getitem__(self, i: int | slice) -> Dropped | list[Dropped]:
         return self._all()[i]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Dropped]:
         return iter(self._all())
 
     def __eq__(self, other: object) -> bool:
@@ -160,7 +167,7 @@ def _pair_tools(messages: Sequence[Message], units: list[list[int]], why: dict[i
         return u
 
     for b, m in enumerate(messages):
-        a = calls.get(m.tool_call_id) if m.role == "tool" else None
+        a = calls.get(m.tool_call_id) if m.role == "tool" and m.tool_call_id is not None else None
         if a is None:
             continue
         ua, ub = owner.get(a), owner.get(b)
@@ -225,6 +232,10 @@ class Candidate(Protocol):
     def seq_tokens(self) -> dict[int, int]: ...
 
 
+# The caller's own assembly type: `fit` returns one of those `build` or `splice` made.
+C = TypeVar("C", bound=Candidate)
+
+
 @dataclass
 class Search:
     """The state of one fit: every exact assembly it made, for the benchmark and the report."""
@@ -235,9 +246,9 @@ class Search:
 
 
 def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: float, ratio: float,
-        build: Callable[[int], Candidate], splice: Callable[[Candidate, int, int], Candidate | None],
-        first: tuple[Candidate, int] | None = None, search: Search | None = None,
-        estimates: list[float] | None = None) -> tuple[Candidate, int]:
+        build: Callable[[int], C], splice: Callable[[C, int, int], C | None],
+        first: tuple[C, int] | None = None, search: Search | None = None,
+        estimates: list[float] | None = None) -> tuple[C, int]:
     """The smallest k (units dropped, oldest first) whose exact assembly fits `budget`.
 
     `build(k)` assembles the conversation without its k oldest units; `splice(base, base_k, k)`
@@ -350,7 +361,7 @@ def dropped_records(msgs: tuple[Message, ...], p: Plan, k: int) -> list[Dropped]
     return out
 
 
-def tail_text(tokenizer: Tokenizer, ids: np.ndarray, n: int) -> str:
+def tail_text(tokenizer: Tokenizer, ids: NDArray[np.uint32], n: int) -> str:
     """The text of the last n tokens, starting at a whole character (a token boundary)."""
     start = max(len(ids) - n, 0)
     while start < len(ids):

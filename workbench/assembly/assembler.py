@@ -17,7 +17,7 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
-from ..budget import Window, measure, measure_next, resolve_window
+from ..budget import Budget, Window, measure, measure_next, resolve_window
 from ..cache.keys import extend_chain, prefix_chain, prompt_key
 from ..cache.store import TwoTierCache
 from ..cleaning import CleaningPolicy, clean
@@ -224,8 +224,9 @@ class Assembler:
         built, conv = outcome.built, outcome.built.conv
         timings = _timings(req, built, outcome.made)
         if not built.inspected:
+            # Not inspected: a cold assembly or a splice, whose text is a str already (str() returns it).
             built = replace(built, diags=built.diags + tuple(inspect_render(
-                built.text, conv.messages, built.spans, self.template.source)), inspected=True)
+                str(built.text), conv.messages, built.spans, self.template.source)), inspected=True)
         diags = req.diags + list(outcome.notes) + list(built.diags)
         chain = _chain(conv, built, previous)
         key = prompt_key(req.ctx.fingerprint, conv.tools, chain, built.gen)
@@ -286,7 +287,7 @@ def _chain(conv: Conversation, built: Built, previous: AssemblyResult | None) ->
     return tuple(prefix_chain(conv.messages))
 
 
-def _budget(win: Window, built: Built, outcome: Fitted, previous: AssemblyResult | None):  # type: ignore[no-untyped-def]
+def _budget(win: Window, built: Built, outcome: Fitted, previous: AssemblyResult | None) -> Budget:
     if previous is not None and built.reused:
         return measure_next(win, built.conv, previous.budget, previous.conversation, originals(previous.segments),
                             built.reused, originals(built.segments), len(built.ids), **outcome.counts)

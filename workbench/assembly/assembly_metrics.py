@@ -8,12 +8,12 @@ render and tokenize time, assembly latency, truncations, and how requests spread
 from __future__ import annotations
 
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..cache.metrics import LATENCY_WINDOW, LatencySummary, latency_summary, prom_family, prom_latency
+from ..cache.metrics import LatencyCounter, LatencySummary, Sample, prom_family, prom_latency
 
 if TYPE_CHECKING:
     from .result import AssemblyResult
@@ -41,7 +41,7 @@ class AssemblySnapshot:
         total = sum(self.segments.values())
         return self.segments.get("local", 0) / total if total else 0.0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"assemblies": dict(self.assemblies), "segments": dict(self.segments), "tokens": dict(self.tokens),
                 "reuse_ratio": self.reuse_ratio, "render_s": self.render_s, "tokenize_s": self.tokenize_s,
                 "latency": {"count": self.latency.count, "sum_s": self.latency.sum_s, "p50_s": self.latency.p50_s,
@@ -52,7 +52,7 @@ class AssemblySnapshot:
     def prometheus_text(self) -> str:
         out: list[str] = []
 
-        def fam(name: str, kind: str, help_: str, samples: list) -> None:  # type: ignore[type-arg]
+        def fam(name: str, kind: str, help_: str, samples: list[Sample]) -> None:
             prom_family(out, name, kind, help_, samples, _P)
 
         fam("total", "counter", "Assemblies: cold, incremental (an earlier prompt extended) or cached (reused whole).",
@@ -85,7 +85,7 @@ class AssemblyMetrics:
         self._keys: Counter[str] = Counter()
         self._render_s = self._tokenize_s = 0.0
         self._truncations = self._dropped = 0
-        self._lat = [0, 0, deque(maxlen=LATENCY_WINDOW)]
+        self._lat = LatencyCounter()
 
     def record(self, r: "AssemblyResult") -> None:
         reused = r.reused_segments
@@ -105,13 +105,11 @@ class AssemblyMetrics:
             if r.dropped:
                 self._truncations += 1
                 self._dropped += len(r.dropped)
-            self._lat[0] += 1
-            self._lat[1] += ns
-            self._lat[2].append(ns)
+            self._lat.add(ns)
 
     def snapshot(self) -> AssemblySnapshot:
         with self._lock:
-            lat = latency_summary(self._lat[0], self._lat[1], deque(self._lat[2]))
+            lat = self._lat.summary()
             return AssemblySnapshot(dict(self._modes), dict(self._segments), dict(self._tokens), self._render_s,
                                     self._tokenize_s, lat, self._truncations, self._dropped, len(self._keys),
                                     tuple(self._keys.most_common(TOP_KEYS)))

@@ -11,7 +11,7 @@ import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def fields_guard(ctx: BuildContext, conv: Conversation) -> Guarded | None:
     return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid)
 
 
-def _inputs(conv: Conversation, g: Guarded | None) -> tuple[list[dict], list[dict] | None]:
+def _inputs(conv: Conversation, g: Guarded | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """What the template is given: messages and tools, escaped strings as placeholders."""
     if g is not None:
         return g.messages, g.tools

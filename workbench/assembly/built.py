@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..budget import Window, measure
 from ..conversation import Conversation
@@ -28,7 +29,7 @@ class Built:
     conv: Conversation
     text: "str | LazyText"
     segments: Sequence[Segment]
-    ids: "np.ndarray | LazyIds"
+    ids: "NDArray[np.uint32] | LazyIds"
     diags: tuple[Diagnostic, ...]
     escaped: tuple[tuple[int, int], ...] = ()   # character spans kept as plain text
     render_ms: float = 0.0

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..cache.keys import CacheKey, prefix_chain, prompt_key
 from ..cache.prompts import from_entry, to_entry
@@ -21,10 +23,13 @@ from ..cache.store import CacheEntry, TwoTierCache
 from ..conversation import Conversation
 from ..diagnostics import Diagnostic
 from ..segments import Segment, SegmentList, originals
+from ..truncation import Dropped
+from ..variables import Binding
 from .build import exact
 from .built import Built, Tier
 from .context import BuildContext
 from .incremental import extend
+from .result import ids_array
 
 # How many shorter prefixes of a request to look up as earlier prompts of the same conversation
 # (a new turn adds a reply and a user message, or a few tool rounds).
@@ -64,7 +69,7 @@ def _extend_earlier(ctx: BuildContext, cache: TwoTierCache, conv: Conversation, 
         prev = _entry_built(ctx, head, e, src, True)
         if prev is None:
             return None
-        return extend(ctx, Cached.of(prev), conv, add_generation_prompt, tier=src)
+        return extend(ctx, Cached.of(prev), conv, add_generation_prompt, tier=prev.hit)
     return None
 
 
@@ -76,7 +81,8 @@ def _single_flight(ctx: BuildContext, cache: TwoTierCache, key: CacheKey, conv: 
     def build() -> CacheEntry:
         b = exact(ctx, conv, add_generation_prompt)
         made.append(b)
-        e = to_entry(b.text, b.ids, b.segments, b.diags, len(conv.messages))
+        # A cold assembly: its text is a str and its ids an array already (str() and ids_array() return them).
+        e = to_entry(str(b.text), ids_array(b.ids), b.segments, b.diags, len(conv.messages))
         if e is None or b.escaped:
             raise Uncacheable()
         return e
@@ -117,13 +123,17 @@ def store(cache: TwoTierCache, key: CacheKey, conv: Conversation, result: "Stora
         cache.put(key, entry)
 
 
-class Storable:
+class Storable(Protocol):
     """What `store` reads of a result (AssemblyResult has all of it)."""
 
-    text: str
-    token_ids: np.ndarray
-    segments: Sequence[Segment]
-    render_diagnostics: tuple[Diagnostic, ...]
+    @property
+    def text(self) -> str: ...
+    @property
+    def token_ids(self) -> NDArray[np.uint32]: ...
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+    @property
+    def render_diagnostics(self) -> tuple[Diagnostic, ...]: ...
 
 
 class Uncacheable(Exception):
@@ -136,12 +146,12 @@ class Cached:
 
     conversation: Conversation
     text_source: str
-    ids_source: np.ndarray
+    ids_source: NDArray[np.uint32]
     segments: list[Segment]
     render_diagnostics: tuple[Diagnostic, ...]
-    dropped: tuple = ()
-    escaped: tuple = ()
-    variables: tuple = ()
+    dropped: tuple[Dropped, ...] = ()
+    escaped: tuple[tuple[int, int], ...] = ()
+    variables: tuple[Binding, ...] = ()
 
     @classmethod
     def of(cls, b: Built) -> "Cached":

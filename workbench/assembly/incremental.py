@@ -28,6 +28,7 @@ from operator import attrgetter
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
@@ -50,7 +51,7 @@ class Prior(Protocol):
     @property
     def text_source(self) -> "str | LazyText": ...
     @property
-    def ids_source(self) -> "np.ndarray | LazyIds": ...
+    def ids_source(self) -> "NDArray[np.uint32] | LazyIds": ...
     @property
     def segments(self) -> Sequence[Segment]: ...
     @property
@@ -246,6 +247,6 @@ def _text(prev: Prior) -> str:
     return t if isinstance(t, str) else str(t)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def _frozen(a: NDArray[np.uint32]) -> NDArray[np.uint32]:
     a.flags.writeable = False
     return a

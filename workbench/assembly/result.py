@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..budget import Budget
 from ..cache.keys import CacheKey
@@ -68,17 +70,17 @@ class LazyIds:
 
     __slots__ = ("head", "head_len", "tail", "_arr")
 
-    def __init__(self, head: "np.ndarray | LazyIds", head_len: int, tail: np.ndarray):
+    def __init__(self, head: "NDArray[np.uint32] | LazyIds", head_len: int, tail: NDArray[np.uint32]):
         self.head, self.head_len, self.tail = head, head_len, tail
-        self._arr: np.ndarray | None = None
+        self._arr: NDArray[np.uint32] | None = None
 
     def __len__(self) -> int:
         return self.head_len + len(self.tail)
 
-    def array(self) -> np.ndarray:
+    def array(self) -> NDArray[np.uint32]:
         if self._arr is None:
-            parts: list[np.ndarray] = []
-            node: np.ndarray | LazyIds = self
+            parts: list[NDArray[np.uint32]] = []
+            node: NDArray[np.uint32] | LazyIds = self
             upto = len(self)
             while isinstance(node, LazyIds) and node._arr is None:
                 parts.append(node.tail[:max(upto - node.head_len, 0)])
@@ -93,7 +95,7 @@ class LazyIds:
         return self._arr
 
 
-def ids_array(ids: "np.ndarray | LazyIds") -> np.ndarray:
+def ids_array(ids: "NDArray[np.uint32] | LazyIds") -> NDArray[np.uint32]:
     return ids if isinstance(ids, np.ndarray) else ids.array()
 
 
@@ -103,10 +105,10 @@ def text_slice(text: "str | LazyText", a: int, b: int) -> str:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AssemblyResult:
-    template: dict            # {"name", "version"}
-    tokenizer: dict           # {"name", "version"}
+    template: dict[str, str]     # {"name", "version"}
+    tokenizer: dict[str, str]    # {"name", "version"}
     text_source: "str | LazyText"   # read `text`; incremental results join it on first read
-    ids_source: "np.ndarray | LazyIds"   # read `token_ids`; incremental results join it on first read
+    ids_source: "NDArray[np.uint32] | LazyIds"   # read `token_ids`; incremental results join it on first read
     segments: Sequence[Segment]  # a tuple, or a SegmentList when earlier segments were reused
     budget: Budget
     dropped: Sequence[Dropped]    # a tuple, or a DroppedList (same interface)
@@ -139,8 +141,8 @@ class AssemblyResult:
         return s
 
     @property
-    def token_ids(self) -> np.ndarray:
-        """np.uint32, read-only."""
+    def token_ids(self) -> NDArray[np.uint32]:
+        """Read-only."""
         ids = self.ids_source
         if isinstance(ids, np.ndarray):
             return ids
@@ -161,7 +163,7 @@ class AssemblyResult:
     def cache_key_short(self) -> str:
         return self.cache_key.short
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "template": {"name": self.template["name"], "version": self.template["version"]},
             "tokenizer": {"name": self.tokenizer["name"], "version": self.tokenizer["version"]},

@@ -13,6 +13,8 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from ..cleaning import CleaningPolicy, CleanState, clean_next
+from ..conversation import Conversation
+from ..diagnostics import Diagnostic
 from ..errors import WorkbenchError
 from ..intake import IntakeLimits
 from ..intake.next_request import IntakeState, normalize_next
@@ -34,7 +36,10 @@ class Assembles(Protocol):
     @property
     def config(self) -> _Config: ...
 
-    def assemble(self, request: Any, **kw: Any) -> AssemblyResult: ...
+    def assemble(self, request: Any, *, add_generation_prompt: bool | None = None,
+                 previous: AssemblyResult | None = None,
+                 normalized: tuple[Conversation, list[Diagnostic]] | None = None,
+                 cleaned: tuple[Conversation, list[Diagnostic]] | None = None) -> AssemblyResult: ...
 
 
 class Session:

@@ -42,7 +42,7 @@ class Fitted:
     dropped: Sequence[Dropped]
     made: tuple[Built, ...]               # every exact assembly or splice the search took
     counts: dict[str, int]                # exact_assemblies, splices
-    estimated: int
+    estimated: int | None                 # the fast estimate, when one was made
     ratio: float                          # tokens per estimated token, after this request
     notes: tuple[Diagnostic, ...] = ()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -74,8 +74,31 @@ def latency_summary(count: int, total_ns: int, window: deque[int]) -> LatencySum
     if not window:
         return LatencySummary(count, total_ns / 1e9, None, None)
     s = sorted(window)
-    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))] / 1e9  # noqa: E731  nearest rank
+
+    def pick(q: float) -> float:  # nearest rank
+        return s[min(len(s) - 1, int(q * len(s)))] / 1e9
+
     return LatencySummary(count, total_ns / 1e9, pick(0.50), pick(0.95))
+
+
+class LatencyCounter:
+    """One operation's latencies: count and sum since start, and the last LATENCY_WINDOW samples.
+    Not locked: the metrics object that owns it adds and reads under its own lock."""
+
+    __slots__ = ("count", "total_ns", "window")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ns = 0
+        self.window: deque[int] = deque(maxlen=LATENCY_WINDOW)
+
+    def add(self, ns: int) -> None:
+        self.count += 1
+        self.total_ns += ns
+        self.window.append(ns)
+
+    def summary(self) -> LatencySummary:
+        return latency_summary(self.count, self.total_ns, deque(self.window))
 
 
 class CacheMetrics:
@@ -88,7 +111,7 @@ class CacheMetrics:
         self._faults = dict.fromkeys(FAULT_KINDS, 0)
         self._counts = {"builds": 0, "build_failures": 0, "singleflight_waits": 0,
                         "negative_hits": 0, "redis_skipped": 0, "redis_oversize_puts": 0}
-        self._lat = {op: [0, 0, deque(maxlen=LATENCY_WINDOW)] for op in ("get", "put")}
+        self._lat = {op: LatencyCounter() for op in ("get", "put")}
 
     def hit(self, tier: Tier) -> None:
         with self._lock:
@@ -108,17 +131,14 @@ class CacheMetrics:
 
     def latency(self, op: str, ns: int) -> None:
         with self._lock:
-            cell = self._lat[op]
-            cell[0] += 1
-            cell[1] += ns
-            cell[2].append(ns)
+            self._lat[op].add(ns)
 
     def snapshot(self, *, local_bytes: int, local_entries: int, local_capacity_bytes: int,
                  evictions: int, redis_enabled: bool, redis_secret: SecretSource | None = None) -> MetricsSnapshot:
         with self._lock:
             hits, misses, faults = dict(self._hits), dict(self._misses), dict(self._faults)
             counts = dict(self._counts)
-            lat = {op: latency_summary(c[0], c[1], deque(c[2])) for op, c in self._lat.items()}
+            lat = {op: c.summary() for op, c in self._lat.items()}
         return MetricsSnapshot(
             hits=hits, misses=misses, faults=faults,
             hit_rate={t: _rate(hits[t], misses[t]) for t in TIERS},
@@ -145,8 +165,12 @@ def _num(v: float | int | None) -> str:
     return repr(float(v))
 
 
-def prom_family(out: list[str], name: str, kind: str, help_: str,
-            samples: list[tuple[str, dict[str, str], float | int | None]], prefix: str = _P) -> None:
+# One sample line: name suffix, labels, value (None: no value yet, written NaN).
+Sample = tuple[str, Mapping[str, str], float | int | None]
+
+
+def prom_family(out: list[str], name: str, kind: str, help_: str, samples: Sequence[Sample],
+                prefix: str = _P) -> None:
     out.append(f"# HELP {prefix}{name} {help_}")
     out.append(f"# TYPE {prefix}{name} {kind}")
     for suffix, labels, value in samples:
@@ -166,7 +190,10 @@ def prom_latency(out: list[str], name: str, help_: str, s: LatencySummary, prefi
 
 def render_prometheus(m: MetricsSnapshot) -> str:
     out: list[str] = []
-    by_tier = lambda d: [("", {"tier": t}, d[t]) for t in TIERS]  # noqa: E731
+
+    def by_tier(d: Mapping[Tier, float]) -> list[Sample]:
+        return [("", {"tier": t}, d[t]) for t in TIERS]
+
     prom_family(out, "hits_total", "counter", "Lookups answered by the tier.", by_tier(m.hits))
     prom_family(out, "misses_total", "counter", "Lookups the tier could not answer.", by_tier(m.misses))
     prom_family(out, "hit_ratio", "gauge", "hits / (hits + misses) per tier, 0 before any lookup.",

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..diagnostics import Diagnostic
 from ..segments import Segment
@@ -23,7 +24,7 @@ _KINDS = ("system", "tools", "message", "generation_prompt", "bos", "preamble")
 _ROLES = (None, "system", "user", "assistant", "tool")
 
 
-def to_entry(text: str, ids: np.ndarray, segments: Sequence[Segment], diagnostics: Sequence[Diagnostic],
+def to_entry(text: str, ids: NDArray[np.uint32], segments: Sequence[Segment], diagnostics: Sequence[Diagnostic],
              n_messages: int) -> CacheEntry | None:
     table: list[int] = []
     for s in segments:
@@ -36,7 +37,8 @@ def to_entry(text: str, ids: np.ndarray, segments: Sequence[Segment], diagnostic
                                   "diagnostics": json.dumps(diags, ensure_ascii=False)})
 
 
-def from_entry(entry: CacheEntry, source: str) -> tuple[str, np.ndarray, list[Segment], list[Diagnostic], int]:
+def from_entry(entry: CacheEntry, source: str
+               ) -> tuple[str, NDArray[np.uint32], list[Segment], list[Diagnostic], int]:
     """(text, ids, segments marked with `source`, render diagnostics, message count); ValueError if malformed.
     Every field is checked for type and range: an entry is read, never trusted."""
     meta = entry.meta

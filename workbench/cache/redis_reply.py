@@ -26,17 +26,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from io import SEEK_END
-from typing import Any
+from typing import Any, cast
 
+from redis._parsers.encoders import Encoder
 from redis._parsers.resp2 import _RESP2Parser
 from redis._parsers.socket import (
     NONBLOCKING_EXCEPTION_ERROR_NUMBERS,
     NONBLOCKING_EXCEPTIONS,
-    SENTINEL,
     SERVER_CLOSED_CONNECTION_ERROR,
     SocketBuffer,
 )
 from redis.exceptions import ConnectionError, InvalidResponse, TimeoutError
+from redis.utils import SENTINEL
 
 # What a reply may bring beyond the value itself: its `$<length>\r\n` header and `\r\n`, and the
 # handshake's short status lines. Anything larger is not a reply to GET or SET.
@@ -78,7 +79,9 @@ class BoundedSocketBuffer(SocketBuffer):
 
     def __init__(self, sock: socket.socket, socket_read_size: int, socket_timeout: float | None,
                  max_reply_bytes: int):
-        super().__init__(sock, socket_read_size, socket_timeout)
+        # redis-py annotates socket_timeout as float, but its own parsers pass the connection's
+        # socket_timeout, which is None for "no timeout" (socket.settimeout takes None).
+        super().__init__(sock, socket_read_size, socket_timeout)  # type: ignore[arg-type]
         self.max_reply_bytes = max_reply_bytes
         self.received = 0   # bytes taken from the socket for the reply being read
 
@@ -155,8 +158,10 @@ class BoundedRESP2Parser(_RESP2Parser):
     max_value_bytes = 64 << 20
 
     def on_connect(self, connection: Any) -> None:
-        super().on_connect(connection)
-        self._buffer = BoundedSocketBuffer(self._sock, self.socket_read_size, connection.socket_timeout,
+        super().on_connect(connection)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        # on_connect has just set the socket (redis-py's attributes are typed "None until connected").
+        sock = cast(socket.socket, self._sock)
+        self._buffer = BoundedSocketBuffer(sock, self.socket_read_size, connection.socket_timeout,
                                            self.max_value_bytes + REPLY_ALLOWANCE)
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -165,12 +170,16 @@ class BoundedRESP2Parser(_RESP2Parser):
         return super().read_response(*args, **kwargs)
 
     def _read_response(self, disable_decoding: bool = False, timeout: Any = SENTINEL, _depth: int = 0) -> Any:
-        raw = self._buffer.readline()
+        # Connected: redis-py's read_response refuses a parser without a buffer before calling this.
+        buffer = cast(SocketBuffer, self._buffer)
+        raw = buffer.readline()
         if not raw:
             raise ConnectionError(SERVER_CLOSED_CONNECTION_ERROR)
-        byte, response = raw[:1], raw[1:]
+        byte = raw[:1]
+        response: Any = raw[1:]     # the rest of the line; then the value it announces (bytes, int, list)
         if byte == b"-":
-            error = self.parse_error(response.decode("utf-8", errors="replace"))
+            # redis-py leaves parse_error unannotated; it returns a ResponseError (a subclass per code).
+            error = self.parse_error(response.decode("utf-8", errors="replace"))  # type: ignore[no-untyped-call]
             if isinstance(error, ConnectionError):
                 raise error
             return error
@@ -186,7 +195,7 @@ class BoundedRESP2Parser(_RESP2Parser):
                 # Refused on the announcement: none of the value is read (the connection is dropped).
                 raise ReplyTooLarge(f"the Redis reply announces {n} bytes, over the {self.max_value_bytes}-byte "
                                     "value cap")
-            response = self._buffer.read(n)
+            response = buffer.read(n)
         elif byte == b"*":
             n = _length(response, "array")
             if n == -1:
@@ -198,7 +207,8 @@ class BoundedRESP2Parser(_RESP2Parser):
         else:
             raise InvalidResponse(f"Protocol Error: {raw[:40]!r}")
         if disable_decoding is False:
-            response = self.encoder.decode(response)
+            # Connected, so the encoder is set; redis-py leaves Encoder.decode unannotated.
+            response = cast(Encoder, self.encoder).decode(response)  # type: ignore[no-untyped-call]
         return response
 
 

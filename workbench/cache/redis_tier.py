@@ -104,7 +104,7 @@ def encode(text: str, token_ids: NDArray[np.uint32], meta: Meta, *,
     meta_b = json.dumps(dict(meta), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     text_b = text.encode("utf-8")
     toks = token_ids if token_ids.dtype == _LE_U32 else token_ids.astype(_LE_U32)
-    tok_b = memoryview(np.ascontiguousarray(toks)).cast("B")
+    tok_b = np.ascontiguousarray(toks).data.cast("B")   # .data: the array's buffer, as memoryview(array)
     fields = _FIELDS.pack(MAGIC, FORMAT_VERSION, 0, len(meta_b), len(text_b), len(toks))
     if sealer is None:
         tag = _NO_TAG

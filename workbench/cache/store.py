@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -160,7 +160,8 @@ class TwoTierCache:
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
         # One task per key per event loop; loops are weakly held so a closed loop's map goes away.
-        self._async_flights: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Task]] = \
+        self._async_flights: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Task[tuple[CacheEntry, BuildSource]]]] = \
             weakref.WeakKeyDictionary()
 
     @classmethod
@@ -235,7 +236,7 @@ class TwoTierCache:
         self._raise_if_failed(hex_)
         entry, got = self.get(key)
         if entry is not None:
-            return entry, got  # type: ignore[return-value]  # "local" | "redis"
+            return entry, cast(Tier, got)  # an entry found comes from a tier: "local" or "redis"
         with self._flights_lock:
             flight = self._flights.get(hex_)
             leader = flight is None

@@ -20,7 +20,7 @@ from .openai import check_open_call
 from .params import parse_params, parse_request_variables, parse_template_flag
 
 
-def _blocks(content: Any, *, index: int) -> list[dict]:
+def _blocks(content: Any, *, index: int) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
@@ -94,7 +94,8 @@ def parse_tools(tools: Any, limits: IntakeLimits, diags: list[Diagnostic]) -> tu
     return tuple(out)
 
 
-def parse_anthropic(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
+def parse_anthropic(req: dict[str, Any],
+                    limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     msgs = req.get("messages")
     if not isinstance(msgs, list):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ..conversation import Conversation
 from ..diagnostics import Diagnostic
@@ -24,7 +24,7 @@ def detect_format(req: Any) -> str:
         if fmt not in FORMATS:
             raise FormatDetectionError(f"unknown format {fmt!r}", field="format",
                                        hint=f"use one of {', '.join(FORMATS)}")
-        return fmt
+        return cast(str, fmt)  # one of FORMATS
     if "messages" not in req:
         raise FormatDetectionError("no 'messages' list", field="messages",
                                    hint="send an OpenAI or Anthropic request with a 'messages' list")

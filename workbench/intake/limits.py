@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal, overload
 
+from ..conversation import Message
 from ..errors import RequestError, WorkbenchError
 from ..strict_json import MAX_DEPTH, MAX_INT_DIGITS, JSONValueError, find_problem, loads, surrogate_problem
 
@@ -34,6 +36,14 @@ class IntakeLimits:
         if self.max_depth < ARGUMENTS_DEPTH + 1:
             raise WorkbenchError(f"IntakeLimits.max_depth must be at least {ARGUMENTS_DEPTH + 1}, got "
                                  f"{self.max_depth}", hint="a request with tool arguments is that deep")
+
+
+@overload
+def check_text(value: object, *, field: str, index: int | None, limits: IntakeLimits,
+               allow_none: Literal[False] = False) -> str: ...
+@overload
+def check_text(value: object, *, field: str, index: int | None, limits: IntakeLimits,
+               allow_none: bool) -> str | None: ...
 
 
 def check_text(value: object, *, field: str, index: int | None, limits: IntakeLimits,
@@ -71,7 +81,7 @@ def check_json(value: Any, *, field: str | None, index: int | None, limits: Inta
         raise RequestError(problem.message, field=problem.at(field or "") or None, index=index, hint=problem.hint)
 
 
-def check_request_fields(req: dict, limits: IntakeLimits) -> None:
+def check_request_fields(req: dict[str, Any], limits: IntakeLimits) -> None:
     """Every top-level field but the messages (parsed one by one, where the path names the message)."""
     for key, value in req.items():
         if type(key) is not str:
@@ -97,7 +107,7 @@ def parse_json_text(text: str, *, field: str, index: int | None, limits: IntakeL
                            hint="send the arguments as a JSON object encoded as a string") from None
 
 
-def check_total(messages, limits: IntakeLimits) -> None:
+def check_total(messages: Iterable[Message], limits: IntakeLimits) -> None:
     total = sum(len(m.content or "") for m in messages)
     if total > limits.max_request_bytes:
         raise RequestError(f"request text is {total / 1e6:.1f} M characters, over the "

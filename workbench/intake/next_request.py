@@ -25,8 +25,8 @@ from .openai import parse_openai
 class IntakeState:
     """What the previous request parsed to."""
 
-    raw: list                      # the request's "messages" list, as sent
-    rest: dict                     # the request without "messages"
+    raw: list[Any]                 # the request's "messages" list, as sent
+    rest: dict[str, Any]           # the request without "messages"
     conversation: Conversation
     diagnostics: tuple[Diagnostic, ...]
     chars: int | None = None       # content characters in all messages (for the size cap); None: not counted

@@ -125,7 +125,7 @@ def parse_tools(tools: Any, limits: IntakeLimits) -> tuple[str, ...]:
     return tuple(out)
 
 
-def parse_openai(req: dict, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
+def parse_openai(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     msgs = req.get("messages")
     if not isinstance(msgs, list):

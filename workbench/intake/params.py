@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any, overload
 
 from ..conversation import ModelParams, canonical_json
 from ..errors import RequestError
@@ -12,7 +13,13 @@ _MESSAGE_KEYS = {"messages", "tools", "system", "format", "title", "description"
                  "context_window", "tool_choice", "stream", "variables", "system_template"}
 
 
-def _number(req: dict, key: str, kind: type) -> float | int | None:
+@overload
+def _number(req: dict[str, Any], key: str, kind: type[int]) -> int | None: ...
+@overload
+def _number(req: dict[str, Any], key: str, kind: type[float]) -> float | None: ...
+
+
+def _number(req: dict[str, Any], key: str, kind: type[int] | type[float]) -> float | int | None:
     v = req.get(key)
     if v is None:
         return None
@@ -25,7 +32,7 @@ def _number(req: dict, key: str, kind: type) -> float | int | None:
     return v
 
 
-def check_options(req: dict) -> None:
+def check_options(req: dict[str, Any]) -> None:
     """Request fields the workbench reads itself (not model parameters) must have their type:
     a wrong one would otherwise be ignored, and the request rendered as if it were absent."""
     cw = req.get("context_window")
@@ -44,7 +51,7 @@ def check_options(req: dict) -> None:
             raise RequestError(f"must be a string, got {type(req[key]).__name__}", field=key)
 
 
-def parse_params(req: dict, fmt: str) -> ModelParams:
+def parse_params(req: dict[str, Any], fmt: str) -> ModelParams:
     check_options(req)
     model = req.get("model")
     if model is not None and not isinstance(model, str):
@@ -94,7 +101,7 @@ def parse_template_flag(value: object, *, field: str, index: int | None) -> tupl
                        hint='use "template": true or {"variables": {...}}')
 
 
-def parse_request_variables(req: dict) -> str | None:
+def parse_request_variables(req: dict[str, Any]) -> str | None:
     v = req.get("variables")
     if v is None:
         return None
