@@ -15,7 +15,7 @@ from typing import Any
 from ..conversation import Conversation, Message, ToolCall
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import RequestError
-from .limits import MESSAGE_DEPTH, IntakeLimits, check_json, check_request_fields, check_text, check_total
+from .limits import MESSAGE_DEPTH, IntakeLimits, check_json, check_text, check_total, checked_messages
 from .openai import check_open_call
 from .params import parse_params, parse_request_variables, parse_template_flag
 
@@ -97,15 +97,7 @@ def parse_tools(tools: Any, limits: IntakeLimits, diags: list[Diagnostic]) -> tu
 def parse_anthropic(req: dict[str, Any],
                     limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
     diags: list[Diagnostic] = []
-    msgs = req.get("messages")
-    if not isinstance(msgs, list):
-        raise RequestError("'messages' must be a list of message objects", field="messages")
-    if len(msgs) > limits.max_messages:
-        raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
-    if not msgs:
-        raise RequestError("no messages: a request needs at least one", field="messages",
-                           hint="add the user's message")
-    check_request_fields(req, limits)
+    msgs = checked_messages(req, limits)
     out: list[Message] = []
     open_calls: dict[str, tuple[int, int]] = {}   # tool_use id -> where the call waiting for its result is
     seq = 0

@@ -81,6 +81,21 @@ def check_json(value: Any, *, field: str | None, index: int | None, limits: Inta
         raise RequestError(problem.message, field=problem.at(field or "") or None, index=index, hint=problem.hint)
 
 
+def checked_messages(req: dict[str, Any], limits: IntakeLimits) -> list[Any]:
+    """The request's message list, checked as a list (not empty, not over the limit), after every
+    other top-level field of the request (OpenAI and Anthropic requests alike)."""
+    msgs = req.get("messages")
+    if not isinstance(msgs, list):
+        raise RequestError("'messages' must be a list of message objects", field="messages")
+    if len(msgs) > limits.max_messages:
+        raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
+    if not msgs:
+        raise RequestError("no messages: a request needs at least one", field="messages",
+                           hint="add the user's message")
+    check_request_fields(req, limits)
+    return msgs
+
+
 def check_request_fields(req: dict[str, Any], limits: IntakeLimits) -> None:
     """Every top-level field but the messages (parsed one by one, where the path names the message)."""
     for key, value in req.items():

@@ -13,9 +13,9 @@ from .limits import (
     MESSAGE_DEPTH,
     IntakeLimits,
     check_json,
-    check_request_fields,
     check_text,
     check_total,
+    checked_messages,
     parse_json_text,
 )
 from .params import parse_params, parse_request_variables, parse_template_flag
@@ -127,15 +127,7 @@ def parse_tools(tools: Any, limits: IntakeLimits) -> tuple[str, ...]:
 
 def parse_openai(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()) -> tuple[Conversation, list[Diagnostic]]:
     diags: list[Diagnostic] = []
-    msgs = req.get("messages")
-    if not isinstance(msgs, list):
-        raise RequestError("'messages' must be a list of message objects", field="messages")
-    if len(msgs) > limits.max_messages:
-        raise RequestError(f"{len(msgs)} messages, over the limit of {limits.max_messages}", field="messages")
-    if not msgs:
-        raise RequestError("no messages: a request needs at least one", field="messages",
-                           hint="add the user's message")
-    check_request_fields(req, limits)
+    msgs = checked_messages(req, limits)
     out: list[Message] = []
     cap = limits.max_message_bytes
     open_calls: dict[str, tuple[int, int]] = {}   # call id -> where the call waiting for its result is
