@@ -167,9 +167,10 @@ def cmd_serve_engine(args: argparse.Namespace) -> int:
     engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
                          kv_cap_bytes=kv_cap)
     server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits)
-    print(f"serving {engine.m.name} ({engine.m.label}) on {server.url}/v1", flush=True)
     try:
-        server.serve_forever()      # until Ctrl-C or SIGTERM: the runner says "stopped"
+        # until Ctrl-C or SIGTERM: the runner says "stopped"
+        server.serve_forever(on_ready=lambda: print(f"serving {engine.m.name} ({engine.m.label}) on "
+                                                    f"{server.url}/v1", flush=True))
     finally:
         server.stop()
     return 0

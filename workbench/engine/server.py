@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -73,8 +74,10 @@ class EngineServer:
         self._closing = False                   # set by stop(): a long prompt ends at its next chunk
 
     # --- lifecycle ------------------------------------------------------------------------------
-    def serve_forever(self) -> None:
-        asyncio.run(self._main())
+    def serve_forever(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Serve until stopped. `on_ready` runs once the server accepts connections: a line saying
+        so printed before would let a Ctrl-C arrive while the event loop is still being built."""
+        asyncio.run(self._main(on_ready))
 
     def start(self) -> "EngineServer":
         """Serve on a daemon thread; returns once the server accepts connections."""
@@ -97,7 +100,7 @@ class EngineServer:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.sock.close()
 
-    async def _main(self) -> None:
+    async def _main(self, on_ready: Callable[[], None] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_one_line_report)
         self._stop_event = asyncio.Event()
@@ -105,6 +108,8 @@ class EngineServer:
                                             limit=self.limits.max_header_bytes)
         async with server:
             self._ready.set()
+            if on_ready is not None:
+                on_ready()
             await self._stop_event.wait()
 
     # --- one connection (on the loop) -----------------------------------------------------------

@@ -544,7 +544,8 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
-    print(f"serving on {url}", flush=True)
+    # Said once the loop runs: a Ctrl-C right after the line then always meets a running server.
+    server.io_loop.add_callback(lambda: print(f"serving on {url}", flush=True))
     if show:
         import webbrowser
         server.io_loop.add_callback(webbrowser.open, url)
