@@ -51,6 +51,7 @@ def test_another_process_extends_a_prompt_through_redis(redis_server: RedisServe
     assert {s.source for s in whole.segments} == {"redis"}
     same_as_cold(whole, TURNS[5])
     assert c.cache.metrics().hits["redis"] >= 1
+    assert r.cache_hits == whole.cache_hits == {"local": 0, "redis": 1}
 
 
 def test_local_only_cache_is_the_default_and_exact() -> None:
@@ -63,6 +64,13 @@ def test_local_only_cache_is_the_default_and_exact() -> None:
     nxt = asm.assemble(TURNS[4])  # a new request of the same conversation extends the cached prompt
     assert nxt.reused_segments > 0
     same_as_cold(nxt, TURNS[4])
+    # cache_hits says which tier each prompt (or the prefix it extended) came from, in the JSON too
+    assert first.cache_hits == {"local": 0, "redis": 0}
+    assert second.cache_hits == nxt.cache_hits == {"local": 1, "redis": 0}
+    assert second.to_json()["cache_hits"] == {"local": 1, "redis": 0}
+    session = asm.session()
+    session.assemble(TURNS[3])
+    assert session.assemble(TURNS[4]).cache_hits == {"local": 0, "redis": 0}   # its own previous result
 
 
 def test_200_concurrent_assemblies_render_once(monkeypatch: pytest.MonkeyPatch) -> None:
