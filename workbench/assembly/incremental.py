@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
 
@@ -65,6 +65,17 @@ class Prior(Protocol):
 
 
 @dataclass(frozen=True)
+class _Ask:
+    """What one extension is for: the conversation, its generation flag, where it first differs
+    from the earlier prompt, and the cache tier that prompt came from (None: a session's own)."""
+
+    conv: Conversation
+    add_generation_prompt: bool
+    first_change: int
+    tier: Tier | None
+
+
+@dataclass(frozen=True)
 class _Tail:
     """The freshly rendered end of the prompt, from the message that opens it."""
 
@@ -94,11 +105,8 @@ def extend(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_pr
     c = first_change(pc.messages, conv.messages)
     if c == 0:
         return None
-    built = _probe(ctx, prev, conv, c, add_generation_prompt) or _verified(ctx, prev, conv, add_generation_prompt)
-    if built is None:
-        return None
-    segments = SegmentList(originals(built.segments), built.reused, tier or "local")
-    return replace(built, segments=segments, first_change=c, hit=tier, gen=add_generation_prompt)
+    ask = _Ask(conv, add_generation_prompt, c, tier)
+    return _probe(ctx, prev, ask) or _verified(ctx, prev, ask)
 
 
 def _user_before(msgs: Sequence[Message], i: int, floor: int) -> int | None:
@@ -126,11 +134,11 @@ def _anchors(msgs: Sequence[Message], c: int) -> tuple[int, int, int, int] | Non
     return first_ns, a2, a, r
 
 
-def _probe(ctx: BuildContext, prev: Prior, conv: Conversation, c: int, add_generation_prompt: bool
-           ) -> Built | None:
+def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     """Render only the system messages, two anchor turns and the tail (see the module docstring)."""
+    conv = ask.conv
     msgs = conv.messages
-    found = _anchors(msgs, c)
+    found = _anchors(msgs, ask.first_change)
     if found is None:
         return None
     first_ns, a2, a, r = found
@@ -139,7 +147,7 @@ def _probe(ctx: BuildContext, prev: Prior, conv: Conversation, c: int, add_gener
     i_a = find_message_segment(orig, msgs[a].sequence)
     if i_r is None or i_a is None or not _special_start(ctx, orig[i_r].text, 0):
         return None
-    probe = render_spans(ctx, conv.with_messages(msgs[:first_ns] + msgs[a2:]), add_generation_prompt)
+    probe = render_spans(ctx, conv.with_messages(msgs[:first_ns] + msgs[a2:]), ask.add_generation_prompt)
     if probe.escaped:
         return None  # text with special-token strings to escape: the cold path handles the spans
     start_of: dict[int, int] = {}
@@ -154,13 +162,13 @@ def _probe(ctx: BuildContext, prev: Prior, conv: Conversation, c: int, add_gener
         return None
     spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in probe.spans
              if sp.start >= cut_r]
-    return _join(ctx, prev, conv, i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection,
-                                            probe.render_ms))
+    return _join(ctx, prev, ask, i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection, probe.render_ms))
 
 
-def _verified(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool) -> Built | None:
+def _verified(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     """Render everything; reuse the previous ids up to the last clean boundary in the common prefix."""
-    full = render_spans(ctx, conv, add_generation_prompt)
+    conv = ask.conv
+    full = render_spans(ctx, conv, ask.add_generation_prompt)
     if full.escaped:
         return None
     common = first_difference(_text(prev), full.text)
@@ -179,12 +187,13 @@ def _verified(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation
             first = next((sp.seq for sp in full.spans[k:] if sp.seq is not None), None)
             start = next((j for j, m in enumerate(conv.messages) if m.sequence == first), len(conv.messages))
             tail = _Tail(conv.messages[start:], full.text[c0:], spans, full.injection, full.render_ms)
-            return _join(ctx, prev, conv, i, tail)
+            return _join(ctx, prev, ask, i, tail)
     return None
 
 
-def _join(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: _Tail) -> Built:
+def _join(ctx: BuildContext, prev: Prior, ask: _Ask, i_cut: int, tail: _Tail) -> Built:
     """The previous prompt up to segment i_cut, then the freshly rendered and tokenized tail."""
+    conv = ask.conv
     orig = originals(prev.segments)
     cut = orig[i_cut]
     tail_seqs = {m.sequence for m in tail.msgs}
@@ -204,8 +213,9 @@ def _join(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: 
                        s.char_end + c0) for s in fresh]
     kept = _kept_diagnostics(ctx, prev, conv, i_cut, tail)
     text = LazyText(prev.text_source, c0, tail.text) if len(tail.text) * 8 < c0 else _text(prev)[:c0] + tail.text
-    return Built(conv, text, orig[:i_cut] + shifted, ids, tuple(kept + diags), (), tail.render_ms, tokenize_ms,
-                 inspected=True, reused=i_cut)
+    segments = SegmentList(orig[:i_cut] + shifted, i_cut, ask.tier or "local")
+    return Built(conv, text, segments, ids, tuple(kept + diags), (), tail.render_ms, tokenize_ms, inspected=True,
+                 reused=i_cut, gen=ask.add_generation_prompt, first_change=ask.first_change, hit=ask.tier)
 
 
 def _kept_diagnostics(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: _Tail
