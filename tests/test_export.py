@@ -139,9 +139,14 @@ def test_a_newer_schema_a_missing_tokenizer_and_a_bad_field_are_refused(bundle: 
     with pytest.raises(BundleError, match="policies.injection"):
         load(bad)
     unknown = shutil.copytree(bundle, tmp_path / "unknown")
-    edit_yaml(unknown, lambda d: d["budget"]["truncation"].update(strategy="newest"), reseal=True)
+    edit_yaml(unknown, lambda d: d["budget"]["truncation"].update(order="newest"), reseal=True)
     with pytest.raises(BundleError) as e:
         load(unknown)
+    assert e.value.field == "budget.truncation"
+    refused = shutil.copytree(bundle, tmp_path / "refused")
+    edit_yaml(refused, lambda d: d["budget"]["truncation"].update(strategy="newest"), reseal=True)
+    with pytest.raises(BundleError, match="unknown truncation strategy 'newest'") as e:
+        load(refused)
     assert e.value.field == "budget.truncation"
 
 

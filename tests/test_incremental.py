@@ -46,6 +46,13 @@ def same(a, b) -> None:  # type: ignore[no-untyped-def]
     assert diags(a) == diags(b)
 
 
+def tool_round(cid: str, result: str) -> list[dict]:
+    """An assistant's call of the weather tool and its result."""
+    return [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+            {"role": "tool", "tool_call_id": cid, "content": result}]
+
+
 @st.composite
 def session_steps(draw):  # type: ignore[no-untyped-def]
     """A growing conversation, with occasional edits, as the requests a client would send."""
@@ -58,11 +65,8 @@ def session_steps(draw):  # type: ignore[no-untyped-def]
         msgs.append({"role": "user", "content": draw(WORDS)})
         steps.append(copy.deepcopy(msgs))
         if tools and draw(st.integers(0, 2)) == 0:
-            cid = f"call{calls:05d}"
+            msgs += tool_round(f"call{calls:05d}", draw(WORDS))
             calls += 1
-            msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]})
-            msgs.append({"role": "tool", "tool_call_id": cid, "content": draw(WORDS)})
             steps.append(copy.deepcopy(msgs))
         reply = {"role": "assistant", "content": draw(WORDS)}
         if draw(st.integers(0, 3)) == 0:

@@ -24,6 +24,7 @@ assemblies instead.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar, overload
@@ -32,10 +33,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .conversation import Message
-from .errors import BudgetError
+from .errors import BudgetError, WorkbenchError
 from .tokenizers.base import Tokenizer
 
 Unit = tuple[int, ...]  # indices into the conversation's messages
+STRATEGIES = ("sliding", "chunked", "summary-slot")
 
 
 class Dropped(NamedTuple):
@@ -93,6 +95,38 @@ class TruncationPolicy:
     keep_current_turn: bool = True              # never drop the messages after the last user message
     cut: bool = False                           # may cut the newest dropped message's text to fill the budget
     cut_marker: str = "[… truncated …]\n"        # put before the kept tail of a cut message
+    # sliding: drop the fewest units that make the prompt fit (the kept prefix moves every turn once
+    # the history overflows). chunked: drop to the next chunk boundary (see `chunk_starts`), so the
+    # kept history falls to about `low_water` of the budget and its prefix holds for the next turns.
+    # summary-slot: chunked, with the dropped turns replaced by one message (`summary`, `{n}` the
+    # count of messages it stands for) after the system messages; `summary_reserve` tokens of the
+    # budget are kept for it.
+    strategy: Literal["sliding", "chunked", "summary-slot"] = "sliding"
+    low_water: float = 0.5
+    summary: str = "[{n} earlier messages were left out to fit the context window.]"
+    summary_role: Literal["system", "user"] = "system"
+    summary_reserve: int = 64
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise WorkbenchError(f"unknown truncation strategy {self.strategy!r}",
+                                 hint=f"use one of {', '.join(STRATEGIES)}")
+        if not 0.0 < self.low_water < 1.0:
+            raise WorkbenchError(f"truncation low_water must be between 0 and 1 (a share of the budget), got "
+                                 f"{self.low_water!r}", hint="e.g. 0.5: after a drop, half the budget is history")
+        if self.cut and self.chunked:
+            raise WorkbenchError(f"truncation cut applies to the sliding strategy only, not {self.strategy!r}",
+                                 hint="cut=False, or strategy='sliding'")
+        if self.summary_reserve < 0:
+            raise WorkbenchError(f"truncation summary_reserve must be >= 0 tokens, got {self.summary_reserve!r}")
+
+    def history_budget(self, input_budget: int) -> int:
+        """What the kept messages may use: the input budget, less the summary slot's reserve."""
+        return input_budget - (self.summary_reserve if self.strategy == "summary-slot" else 0)
+
+    @property
+    def chunked(self) -> bool:
+        return self.strategy != "sliding"
 
     @property
     def version(self) -> str:
@@ -243,6 +277,9 @@ class Search:
     builds: int = 0
     splices: int = 0
     estimated: int = 0
+    # The tokens the newest dropped unit adds back, counted in a proven splice: the answer is minimal
+    # while the kept prompt plus this stays over the budget (incremental truncation rechecks it).
+    witness: int | None = None
 
 
 def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: float, ratio: float,
@@ -323,6 +360,8 @@ def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: fl
         if cand.used > budget:
             base, base_k = cand, j        # the prediction was short: keep dropping from here
             continue
+        if getattr(cand, "spliced", False):
+            s.witness = sum(counts.get(messages[i].sequence, 0) for i in p.units[j - 1])
         # Exact minimality when the splice could not be used (the template is context dependent).
         while cand is not None and j - 1 > base_k and not getattr(cand, "spliced", False):
             prev = build(j - 1)
@@ -331,6 +370,60 @@ def fit(messages: Sequence[Message], p: Plan, budget: int, *, fixed_estimate: fl
                 break
             cand, j = prev, j - 1
         return cand, j
+
+
+def unit_estimate(messages: Sequence[Message], unit: Unit) -> float:
+    """A unit's estimated tokens, ratio-free: chunk boundaries depend on the conversation alone."""
+    return sum(estimate_message(messages[i]) for i in unit)
+
+
+class Chunk(NamedTuple):
+    """Where a chunked drop ends: unit `start`, with the cumulative estimates (from the oldest unit)
+    before the unit ahead of it (`before` = E[start-1]) and before it (`at` = E[start])."""
+
+    start: int
+    before: float
+    at: float
+
+
+def next_chunk(est: Callable[[int], float], n: int, k: int, before: float, at: float, spacing: float) -> Chunk:
+    """The first chunk start at or after unit k (of n), given E[k-1] and E[k]; k itself when none.
+
+    E[u] is the estimated size of units 0..u-1. Unit u starts a chunk when E[u] reaches the next
+    multiple of `spacing` after E[k-1]. The boundaries depend only on the units before them, so a
+    growing conversation keeps them where they are: a chunked drop ends at the same unit turn after
+    turn, and the kept prefix stays identical until the history has grown by a whole chunk.
+    """
+    line = chunk_line(before, spacing)
+    u, prev, e = k, before, at
+    while u < n:
+        if e >= line:
+            return Chunk(u, prev, e)
+        prev, e = e, e + est(u)
+        u += 1
+    return Chunk(k, before, at)
+
+
+def chunk_line(before: float, spacing: float) -> float:
+    """The estimate a unit's start must reach to begin the chunk after the one E = `before` is in."""
+    return (math.floor(before / spacing) + 1) * spacing
+
+
+def chunk_after(est: Callable[[int], float], n: int, k: int, spacing: float, start: int = 0,
+                at: float = 0.0) -> Chunk:
+    """`next_chunk` for k >= 1, walking E from unit `start` (E[start] = `at`, start <= k-1)."""
+    u, e = start, at
+    while u < k - 1:
+        e += est(u)
+        u += 1
+    return next_chunk(est, n, k, e, e + est(k - 1), spacing)
+
+
+def truncation_note(policy: TruncationPolicy, dropped: int, budget: int, window: int, reserve: int) -> str:
+    how = {"sliding": "oldest first", "chunked": "oldest first, down to the low-water mark",
+           "summary-slot": "oldest first, down to the low-water mark, a summary slot in their place"}[policy.strategy]
+    return (f"dropped {dropped} message(s), {how}, to fit the input budget of {budget} tokens (window {window} − "
+            f"reserve {reserve})")
 
 
 def mandatory_error(only: Candidate, budget: int) -> BudgetError:

@@ -38,6 +38,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
+from .refit import refit
 from .result import AssemblyResult
 from .session import Session
 from .truncate import Fitted, fitted
@@ -180,12 +181,21 @@ class Assembler:
         req.prepared = time.perf_counter()
         if previous is not None and previous.context != ctx.fingerprint:
             previous = None   # assembled under other settings (or another day's date): nothing to reuse
+        policy = self.config.truncation
+        outcome = None
+        if previous is not None and previous.kept is not None and policy.enabled and not req.bindings:
+            # The previous prompt was truncated: keep its window, extended and refitted by difference.
+            t = time.perf_counter()
+            outcome = refit(ctx, previous, conv, add_generation_prompt, req.win, policy, self.ratio)
+            req.timings["incremental"] = (time.perf_counter() - t) * 1e3
+            if outcome is not None:
+                return self._finish(req, outcome, previous)
         reused = self._reused(req, previous)
         if reused is not None:
             outcome = Fitted(reused, (), (), {"exact_assemblies": 0 if reused.reused else 1, "splices": 0},
                              reused.estimated, self.ratio)
-        elif self.config.truncation.enabled:
-            outcome = fitted(ctx, conv, add_generation_prompt, req.win, self.config.truncation, self.ratio)
+        elif policy.enabled:
+            outcome = fitted(ctx, conv, add_generation_prompt, req.win, policy, self.ratio)
             self.ratio = outcome.ratio
         else:
             built = exact(ctx, conv, add_generation_prompt)
@@ -198,7 +208,8 @@ class Assembler:
         shared cache. None when neither applies or the prompt is headed for truncation."""
         if req.bindings:
             return None   # prompt-template values change per request: never reused
-        budget = req.win.input_budget if self.config.truncation.enabled else None
+        policy = self.config.truncation
+        budget = policy.history_budget(req.win.input_budget) if policy.enabled else None
         if previous is not None:
             t = time.perf_counter()
             inc = extend(req.ctx, previous, req.conv, req.add_generation_prompt)
@@ -243,7 +254,7 @@ class Assembler:
             budget=bud, dropped=outcome.dropped, cache_key=key, diagnostics=tuple(self._notes + diags),
             timings_ms=timings, conversation=conv, cache_hits=_hits(built), escaped=tuple(sorted(built.escaped)),
             variables=tuple(req.bindings), prefix_chain=chain, render_diagnostics=built.diags,
-            context=req.ctx.fingerprint)
+            context=req.ctx.fingerprint, kept=outcome.window)
         self.metrics.record(result)
         if self.cache is not None and not req.bindings and not outcome.dropped and not built.escaped and \
                 not built.stored and (not built.reused or self.cache.redis_enabled):

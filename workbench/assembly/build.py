@@ -126,12 +126,16 @@ def render_text(ctx: BuildContext, conv: Conversation, add_generation_prompt: bo
     return g.restore(r)[0].text if g is not None else r.text
 
 
-def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_prompt: bool) -> Built | None:
+def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_prompt: bool,
+           anchor: Conversation | None = None) -> Built | None:
     """`base` without the segments of messages `conv` no longer has, if that is provably exact.
 
     Exact when a plain render of `conv` is the spliced text (the template renders the kept messages
     the same without the dropped ones) and every cut starts at a special token (encoding is split
-    at special tokens, so the ids on either side cannot change).
+    at special tokens, so the ids on either side cannot change). `anchor`, when given, is the start
+    of `conv` (its head and two turns): its render standing as the start of the spliced text, on a
+    segment boundary, is taken for the whole render, as incremental assembly's probe does (the rest
+    of the text is the base's, rendered in full before).
     """
     if base.escaped or not ctx.tokenizer.specials:
         return None
@@ -143,10 +147,10 @@ def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_pr
     if g is not None and g.escapes:
         return None
     text = "".join(s.text for s in kept)
-    plain = render_text(ctx, conv, add_generation_prompt)
-    t1 = time.perf_counter()
-    if plain != text:
+    same = anchor is not None and _starts_with(render_text(ctx, anchor, False), text, kept)
+    if not same and render_text(ctx, conv, add_generation_prompt) != text:
         return None
+    t1 = time.perf_counter()
     out = _retiled(kept)
     ids = np.concatenate([s.token_ids for s in kept]).astype(np.uint32, copy=False) if kept else \
         np.zeros(0, dtype=np.uint32)
@@ -157,6 +161,18 @@ def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_pr
     diags = tuple(g.diagnostics) if g is not None else ()
     return Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
                  spans=spans, spliced=True, gen=add_generation_prompt)
+
+
+def _starts_with(head: str, text: str, segs: Sequence[Segment]) -> bool:
+    """`text` starts with `head`, which ends where one of `segs` (the pieces of `text`) ends."""
+    if not text.startswith(head):
+        return False
+    pos = 0
+    for s in segs:
+        pos += len(s.text)
+        if pos >= len(head):
+            return pos == len(head)
+    return False
 
 
 def _kept_segments(ctx: BuildContext, segs: Sequence[Segment], keep: set[int]) -> list[Segment] | None:

@@ -92,11 +92,13 @@ def first_change(a: Sequence[Message], b: Sequence[Message]) -> int:
 
 
 def extend(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool,
-           tier: Tier | None = None) -> Built | None:
+           tier: Tier | None = None, kept_window: bool = False) -> Built | None:
     """The exact assembly of `conv`, reusing `prev` where possible; None when nothing can be reused.
-    `tier`: the cache tier `prev` came from (None: a session's own previous result)."""
+    `tier`: the cache tier `prev` came from (None: a session's own previous result). A truncated
+    `prev` is extended only to `conv` holding its drops too (`kept_window`: refit.py built it so)."""
     pc = prev.conversation
-    if prev.dropped or prev.escaped or pc.tools != conv.tools or not prev.segments or prev.variables:
+    if (prev.dropped and not kept_window) or prev.escaped or pc.tools != conv.tools or not prev.segments \
+            or prev.variables:
         return None
     if len(pc.messages) < 2:
         # A lone message owns the whole block before it (layout: the system block of a one-message

@@ -16,6 +16,7 @@ from ..diagnostics import Diagnostic
 from ..segments import Segment, SegmentList
 from ..truncation import Dropped
 from ..variables import Binding
+from .kept import KeptWindow
 
 
 class LazyText:
@@ -130,6 +131,9 @@ class AssemblyResult:
     # The fingerprint of the build context (workbench/context.py) it was assembled under: a later
     # request reuses this result only under the same one.
     context: str = ""
+    # A truncated result: where its kept window starts and why no fewer drops fit, for the next
+    # request of the session (workbench/assembly/refit.py).
+    kept: KeptWindow | None = None
 
     @property
     def text(self) -> str:

@@ -16,12 +16,15 @@ from functools import partial
 from ..budget import Window
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic, warning
+from ..errors import BudgetError
 from ..truncation import (
+    Chunk,
     Dropped,
     DroppedList,
     Plan,
     Search,
     TruncationPolicy,
+    chunk_after,
     dropped_records,
     estimate_message,
     estimate_text,
@@ -30,10 +33,16 @@ from ..truncation import (
     newest_first,
     plan,
     tail_text,
+    truncation_note,
+    unit_estimate,
 )
 from .build import exact, splice
 from .built import Built
 from .context import BuildContext
+from .kept import KeptWindow
+
+# The sequence number of a summary slot: before every message of the request.
+SLOT_SEQ = -1
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Fitted:
     estimated: int | None                 # the fast estimate, when one was made
     ratio: float                          # tokens per estimated token, after this request
     notes: tuple[Diagnostic, ...] = ()
+    window: KeptWindow | None = None      # what the next request of a session starts from
 
 
 @dataclass
@@ -63,9 +73,13 @@ class _Job:
     def msgs(self) -> tuple[Message, ...]:
         return self.conv.messages
 
-    def build(self, p: Plan, k: int) -> Built:
+    def build(self, p: Plan, k: int, slot: Message | None = None) -> Built:
         # Rewrite diagnostics wait for the final prompt: windows only need their counts.
-        b = exact(self.ctx, self.conv.with_messages(p.kept(self.msgs, k)), self.add_generation_prompt, inspect=False)
+        kept = p.kept(self.msgs, k)
+        if slot is not None:
+            n_head = sum(1 for i in p.mandatory if i < (p.units[k][0] if k < len(p.units) else len(self.msgs)))
+            kept = (*kept[:n_head], slot, *kept[n_head:])
+        b = exact(self.ctx, self.conv.with_messages(kept), self.add_generation_prompt, inspect=slot is not None)
         self.made.append(b)
         return b
 
@@ -78,8 +92,9 @@ class _Job:
 
 def fitted(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, win: Window,
            policy: TruncationPolicy, ratio: float) -> Fitted:
-    """The prompt of `conv` that fits the window's input budget, dropping whole units oldest first."""
-    job = _Job(ctx, conv, add_generation_prompt, win.input_budget, policy, ratio)
+    """The prompt of `conv` that fits the window's input budget, dropping whole units oldest first
+    (to the next chunk boundary unless the policy slides; a summary slot in their place if it says so)."""
+    job = _Job(ctx, conv, add_generation_prompt, policy.history_budget(win.input_budget), policy, ratio)
     msgs, budget = job.msgs, job.budget
     p = plan(msgs, policy)
     fixed = sum(estimate_message(msgs[i]) for i in p.mandatory) + sum(estimate_text(x) for x in conv.tools)
@@ -105,15 +120,71 @@ def fitted(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, w
     built, k = fit(msgs, p, budget, fixed_estimate=fixed, ratio=ratio, build=partial(job.build, p),
                    splice=partial(job.splice, p), first=first, search=search, estimates=ests)
     ratio = calibrated(built, p, k, msgs, ratio)
+    window = None
     if k and policy.cut:
         job.ratio = ratio
         built, k = _cut(job, p, k, built)
+    elif k:
+        built, k, window = _settled(job, p, k, built, search, win.input_budget)
     dropped = DroppedList(partial(dropped_records, msgs, p, k), sum(len(u) for u in p.units[:k]))
     notes: tuple[Diagnostic, ...] = ()
     if dropped:
-        notes = (warning("truncated", f"dropped {len(dropped)} message(s), oldest first, to fit the input budget "
-                         f"of {budget} tokens (window {win.context_window} − reserve {win.reserve})"),)
-    return Fitted(built, dropped, tuple(job.made), _counts(search), int(acc), ratio, notes)
+        notes = (warning("truncated", truncation_note(policy, len(dropped), win.input_budget, win.context_window,
+                                                      win.reserve)),)
+    return Fitted(built, dropped, tuple(job.made), _counts(search), int(acc), ratio, notes, window)
+
+
+def _settled(job: _Job, p: Plan, k: int, built: Built, search: Search, input_budget: int
+             ) -> tuple[Built, int, KeptWindow | None]:
+    """The minimal fit `built` (k units dropped) moved to where the policy ends a drop, with what the
+    next request of a session needs to start from it (None when it cannot)."""
+    witness = search.witness if built.spliced else None
+    chunk = Chunk(k, 0.0, 0.0)
+    if job.policy.chunked:
+        msgs = job.msgs
+        chunk = chunk_after(lambda u: unit_estimate(msgs, p.units[u]), len(p.units), k,
+                            (1.0 - job.policy.low_water) * job.budget)
+        if chunk.start > k:
+            built, witness = _dropped_to(job, p, built, k, chunk.start, search, witness)
+    k = chunk.start
+    slot = None
+    if job.policy.strategy == "summary-slot":
+        slot = _slot(job.policy, sum(len(u) for u in p.units[:k]))
+        built = job.build(p, k, slot)
+        search.builds += 1
+        if built.used > input_budget:
+            # The slot outgrew its reserve: the summary is the user's text, the budget is not.
+            raise BudgetError(f"the summary slot needs more than its reserve: the prompt uses {built.used} tokens, "
+                              f"{built.used - input_budget} over the input budget of {input_budget}",
+                              over_by=built.used - input_budget, parts=built.parts,
+                              hint="shorten the summary text or raise summary_reserve")
+    if k >= len(p.units) or built.cut_seq is not None:
+        return built, k, None
+    start = p.units[k][0]
+    head = tuple(i for i in sorted(p.mandatory) if i < start)
+    slot_tokens = built.seq_tokens().get(SLOT_SEQ, 0) if slot is not None else 0
+    return built, k, KeptWindow(job.conv, head, start, k, sum(len(u) for u in p.units[:k]), input_budget,
+                                witness, chunk.before, chunk.at, slot, slot_tokens)
+
+
+def _dropped_to(job: _Job, p: Plan, built: Built, k: int, b: int, search: Search, witness: int | None
+                ) -> tuple[Built, int | None]:
+    """`built` (k units dropped) with units k..b-1 dropped too, and the witness grown by their tokens."""
+    nb = job.splice(p, built, k, b)
+    if nb is not None:
+        search.splices += 1
+    else:
+        nb = job.build(p, b)
+        search.builds += 1
+    if witness is None or not nb.spliced:
+        return nb, None
+    counts = built.seq_tokens()
+    return nb, witness + sum(counts.get(job.msgs[i].sequence, 0) for u in range(k, b) for i in p.units[u])
+
+
+def _slot(policy: TruncationPolicy, n: int) -> Message:
+    # Not str.format: the text is the user's, and a format string can reach attributes.
+    return Message(policy.summary_role, policy.summary.replace("{n}", str(n)), SLOT_SEQ)
 
 
 def _counts(search: Search) -> dict[str, int]:

@@ -21,7 +21,7 @@ from ..errors import WorkbenchError
 from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..sessions import SessionFile
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
-from ..truncation import TruncationPolicy
+from ..truncation import STRATEGIES, TruncationPolicy
 from ..variables import VariableConfig
 
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
     p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
     p.add_argument("--truncate-unit", choices=("turn", "message"), default="turn",
                    help="what is dropped at once, oldest first (tool calls always go with their results)")
+    p.add_argument("--truncation", choices=STRATEGIES, default="sliding",
+                   help="how history leaves once it overflows: sliding (the fewest turns), chunked (down to "
+                        "--low-water, so the kept prefix holds for the next turns, cache-friendly), summary-slot "
+                        "(chunked, a summary message in their place)")
+    p.add_argument("--low-water", type=float, default=0.5,
+                   help="chunked, summary-slot: the share of the budget the history falls to when turns leave")
     p.add_argument("--cut", action="store_true",
                    help="allow cutting the newest dropped message at a token boundary (marked) to fill the budget")
     p.add_argument("--injection", choices=POLICIES, default="escape",
@@ -93,7 +99,8 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
                     context_window=cw, reserve=args.reserve, injection=args.injection,
                     tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
-                                                cut=args.cut), cache=cache, **options)
+                                                cut=args.cut, strategy=args.truncation, low_water=args.low_water),
+                    cache=cache, **options)
 
     def prepare(request: dict[str, Any]) -> dict[str, Any]:
         if not request_vars:

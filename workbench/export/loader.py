@@ -144,7 +144,8 @@ def load(folder: str | Path, *, strict: bool = True, cache: Any = "config", seal
     def build(kind: Any, data: Any, fld: str) -> Any:
         try:
             return kind(**(data or {}))
-        except TypeError as exc:
+        except (TypeError, WorkbenchError) as exc:
+            # An unknown field (TypeError), or a known one with a value its policy refuses.
             raise BundleError(f"{CONFIG_FILE}: {fld}: {exc}", file=CONFIG_FILE, field=fld) from None
 
     variables = build(VariableConfig, {
