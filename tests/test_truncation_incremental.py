@@ -71,11 +71,7 @@ def requests(draw):  # type: ignore[no-untyped-def]
     return {"steps": steps, "tools": [WEATHER] if tools else None, "window": draw(st.integers(220, 700))}
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("template", shipped_names())
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=requests())
-def test_incremental_truncation_equals_cold(template: str, strategy: str, case: dict) -> None:
+def check(template: str, strategy: str, case: dict) -> None:
     live, fresh = pair(template, strategy, case["window"])
     session = live.session()
     for msgs in case["steps"]:
@@ -85,6 +81,23 @@ def test_incremental_truncation_equals_cold(template: str, strategy: str, case: 
         except (TemplateError, BudgetError):
             return  # the template refuses the shape, or the mandatory part alone is over: nothing to compare
         same_truncated(session.assemble(req), cold)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("template", shipped_names())
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=requests())
+def test_incremental_truncation_equals_cold(template: str, strategy: str, case: dict) -> None:
+    check(template, strategy, case)
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("template", shipped_names())
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=requests())
+def test_incremental_truncation_equals_cold_long(template: str, strategy: str, case: dict) -> None:
+    check(template, strategy, case)
 
 
 def _grow(name: str) -> list[dict]:

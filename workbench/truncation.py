@@ -389,24 +389,23 @@ class Chunk(NamedTuple):
 def next_chunk(est: Callable[[int], float], n: int, k: int, before: float, at: float, spacing: float) -> Chunk:
     """The first chunk start at or after unit k (of n), given E[k-1] and E[k]; k itself when none.
 
-    E[u] is the estimated size of units 0..u-1. Unit u starts a chunk when E[u] reaches the next
-    multiple of `spacing` after E[k-1]. The boundaries depend only on the units before them, so a
-    growing conversation keeps them where they are: a chunked drop ends at the same unit turn after
-    turn, and the kept prefix stays identical until the history has grown by a whole chunk.
+    E[u] is the estimated size of units 0..u-1. Unit u starts a chunk when E[u] is in a later
+    multiple of `spacing` than E[u-1]: a property of the units before it alone, so a growing
+    conversation keeps its boundaries where they are, and a chunked drop ends at the same unit turn
+    after turn (the kept prefix stays identical until the history has grown by a whole chunk).
     """
-    line = chunk_line(before, spacing)
     u, prev, e = k, before, at
     while u < n:
-        if e >= line:
+        if starts_chunk(prev, e, spacing):
             return Chunk(u, prev, e)
         prev, e = e, e + est(u)
         u += 1
     return Chunk(k, before, at)
 
 
-def chunk_line(before: float, spacing: float) -> float:
-    """The estimate a unit's start must reach to begin the chunk after the one E = `before` is in."""
-    return (math.floor(before / spacing) + 1) * spacing
+def starts_chunk(before: float, at: float, spacing: float) -> bool:
+    """A unit whose start is at estimate `at`, the unit before it at `before`, starts a chunk."""
+    return math.floor(at / spacing) > math.floor(before / spacing)
 
 
 def chunk_after(est: Callable[[int], float], n: int, k: int, spacing: float, start: int = 0,

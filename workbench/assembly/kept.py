@@ -28,7 +28,7 @@ class KeptWindow:
     before: float = 0.0           # chunked: estimated size of the units before the one ahead of start
     at: float = 0.0               # chunked: estimated size of the units before start
     slot: Message | None = None   # summary-slot: the message standing in for the dropped ones
-    slot_tokens: int = 0
+    slot_tokens: int = 0          # the prompt's tokens with the slot, less its tokens without it
 
     def kept(self, conv: Conversation) -> Conversation:
         """`conv` with this window's drops: the head, the slot, and everything from `start` on."""

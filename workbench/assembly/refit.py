@@ -33,9 +33,9 @@ from ..truncation import (
     Plan,
     TruncationPolicy,
     chunk_after,
-    chunk_line,
     dropped_records,
     plan,
+    starts_chunk,
     truncation_note,
     unit_estimate,
 )
@@ -92,7 +92,7 @@ def _tail_stands_alone(msgs: tuple[Message, ...], start: int) -> bool:
 def _on_boundary(w: KeptWindow, policy: TruncationPolicy, budget: int) -> bool:
     """The window starts at a chunk boundary (else it was the minimal fit, for want of one)."""
     spacing = (1.0 - policy.low_water) * budget
-    return w.at >= chunk_line(w.before, spacing)
+    return starts_chunk(w.before, w.at, spacing)
 
 
 def _dropped(ctx: BuildContext, ext: Built, w: KeptWindow, conv: Conversation, win: Window,

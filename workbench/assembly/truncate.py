@@ -147,11 +147,15 @@ def _settled(job: _Job, p: Plan, k: int, built: Built, search: Search, input_bud
         if chunk.start > k:
             built, witness = _dropped_to(job, p, built, k, chunk.start, search, witness)
     k = chunk.start
-    slot = None
+    slot, slot_tokens = None, 0
     if job.policy.strategy == "summary-slot":
         slot = _slot(job.policy, sum(len(u) for u in p.units[:k]))
-        built = job.build(p, k, slot)
+        bare, built = built, job.build(p, k, slot)
         search.builds += 1
+        # What the slot adds: its own tokens, and whatever its presence changes around it (a template
+        # that renders a default system prompt when the conversation has none, say). The fit measures
+        # the history without it; a refit subtracts this from the slotted prompt to do the same.
+        slot_tokens = built.used - bare.used
         if built.used > input_budget:
             # The slot outgrew its reserve: the summary is the user's text, the budget is not.
             raise BudgetError(f"the summary slot needs more than its reserve: the prompt uses {built.used} tokens, "
@@ -162,7 +166,6 @@ def _settled(job: _Job, p: Plan, k: int, built: Built, search: Search, input_bud
         return built, k, None
     start = p.units[k][0]
     head = tuple(i for i in sorted(p.mandatory) if i < start)
-    slot_tokens = built.seq_tokens().get(SLOT_SEQ, 0) if slot is not None else 0
     return built, k, KeptWindow(job.conv, head, start, k, sum(len(u) for u in p.units[:k]), input_budget,
                                 witness, chunk.before, chunk.at, slot, slot_tokens)
 
