@@ -4,6 +4,7 @@ turn's prefix changed because truncation dropped messages."""
 from __future__ import annotations
 
 import doctest
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from workbench import Assembler
 from workbench.analysis import policies
 from workbench.analysis.policies import compare_policies, prefix_stable_turns, with_policy
 from workbench.analysis.providers import TurnPrompt
+from workbench.cli.main import main
 from workbench.sessions import load_session
 from workbench.truncation import TruncationPolicy
 
@@ -60,3 +62,23 @@ def test_each_policy_equals_its_own_session() -> None:
     assert chunked.cached_tokens("vllm") > sliding.cached_tokens("vllm")
     assert chunked.prefix_stable_turns > sliding.prefix_stable_turns
     assert slot.prefix_stable_turns > sliding.prefix_stable_turns
+
+
+def test_analyze_names_the_policy_and_what_to_do(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`workbench analyze --truncation POLICY`: a `truncated` cause's advice is the policy's own."""
+    advice: dict[str, list[dict]] = {}
+    for policy in ("sliding", "chunked", "summary-slot"):
+        assert main(["analyze", str(SESSIONS / "overflow.json"), "--truncation", policy, "--json"]) == 0
+        turns = json.loads(capsys.readouterr().out)["turns"]
+        advice[policy] = [c for t in turns for c in t["causes"] if c["code"] == "truncated"]
+        assert advice[policy], policy
+        assert all(f"truncation ({policy})" in c["message"] for c in advice[policy])
+    sliding = advice["sliding"][0]["advice"]
+    assert "--truncation chunked" in sliding and "holds for about" in sliding and "turns" in sliding
+    assert all("chunk boundary" in c["advice"] and "Expected" in c["advice"] for c in advice["chunked"])
+    assert all("summary slot's text changed" in c["advice"] for c in advice["summary-slot"])
+    # sliding changes the prefix on most turns once the history overflows; chunked once per chunk
+    assert len(advice["chunked"]) * 3 <= len(advice["sliding"])
+    # the text view prints the advice under the turn
+    assert main(["analyze", str(SESSIONS / "overflow.json"), "--truncation", "chunked"]) == 0
+    assert "advice: Chunked truncation dropped down to a chunk boundary" in capsys.readouterr().out
