@@ -42,8 +42,12 @@ class PolicyRun:
 
     policy: str
     prompts: tuple[TurnPrompt, ...]
-    truncated_turns: int                    # turns whose prompt dropped messages
+    truncated: tuple[int, ...]              # the turns (from 1) whose prompt dropped messages
     simulations: tuple[Simulation, ...]     # one per provider, in the order asked
+
+    @property
+    def truncated_turns(self) -> int:
+        return len(self.truncated)
 
     @property
     def tokens(self) -> int:
@@ -94,7 +98,8 @@ def run_policy(asm: Assembler, requests: Iterable[Any], providers: Mapping[str, 
         results = [sess.assemble(r) for r in requests]
     prompts = tuple(turn_prompts(results, breakpoints))
     sims = tuple(simulate(prompts, name, params) for name, params in (providers or _defaults()).items())
-    return PolicyRun(asm.config.truncation.strategy, prompts, sum(1 for r in results if r.dropped), sims)
+    truncated = tuple(k for k, r in enumerate(results, start=1) if r.dropped)
+    return PolicyRun(asm.config.truncation.strategy, prompts, truncated, sims)
 
 
 def compare_policies(asm: Assembler, requests: Sequence[Any],
