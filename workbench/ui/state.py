@@ -346,7 +346,9 @@ class WorkbenchState:
         for strategy in STRATEGIES:
             if strategy == own:
                 continue
-            variant = cache.variants.setdefault(strategy, with_policy(asm, strategy))
+            variant = cache.variants.get(strategy)
+            if variant is None:
+                variant = cache.variants[strategy] = with_policy(asm, strategy)
             turns = list(held.results[strategy][:same]) if held else []
             sess = variant.session()
             turns += [sess.assemble(rec.request) for rec in records[len(turns):] if rec is not None]
