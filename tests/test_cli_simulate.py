@@ -58,3 +58,39 @@ def test_bad_provider_and_params_exit_2(capsys, tmp_path: Path) -> None:  # type
     assert main(["simulate", str(SESSIONS / "tool_agent.json"), "--provider", "mine", "--params", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "block_size" in err
+
+
+def test_truncation_policies_on_an_overflowing_session(capsys) -> None:  # type: ignore[no-untyped-def]
+    # overflow.json outgrows its 32k window from turn 15: sliding drops a turn at almost every turn
+    # after that, so the prefix moves; chunked drops to a chunk boundary and the prefix holds.
+    path = str(SESSIONS / "overflow.json")
+    cached = {}
+    for policy in ("sliding", "chunked", "summary-slot"):
+        d = run(capsys, path, "--provider", "vllm", "--truncation", policy)
+        assert d["provider"] == "vllm" and d["truncation"] == policy and len(d["turns"]) == 30
+        assert all(set(t) >= {"turn", "tokens", "cached_tokens", "cost"} for t in d["turns"])
+        cached[policy] = sum(t["cached_tokens"] for t in d["turns"])
+    assert cached["chunked"] > 1.1 * cached["sliding"] and cached["summary-slot"] > cached["sliding"]
+    # side by side: the contract's object for sliding, and each policy's totals
+    both = run(capsys, path, "--provider", "vllm", "--truncation", "all")
+    assert both["truncation"] == "sliding" and sum(t["cached_tokens"] for t in both["turns"]) == cached["sliding"]
+    assert [p["truncation"] for p in both["policies"]] == ["sliding", "chunked", "summary-slot"]
+    for p in both["policies"]:
+        assert p["providers"]["vllm"]["cached_tokens"] == cached[p["truncation"]] and p["turn_count"] == 30
+    stable = {p["truncation"]: p["prefix_stable_turns"] for p in both["policies"]}
+    assert stable["chunked"] > stable["sliding"]
+    # the text view: one row per policy
+    assert main(["simulate", path, "--provider", "anthropic", "--breakpoints", "auto", "--truncation", "all"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [r.split()[0] for r in rows[2:5]] == ["sliding", "chunked", "summary-slot"]
+
+
+def test_bad_truncation_policy_exit_2(capsys) -> None:  # type: ignore[no-untyped-def]
+    path = str(SESSIONS / "overflow.json")
+    for extra in (["--truncation", "fifo"], ["--truncation", "all", "--low-water", "1.5"],
+                  ["--truncation", "chunked", "--cut"]):
+        assert main(["simulate", path, *extra, "--json"]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and err.count("\n") == 1, err
+    assert main(["simulate", path, "--truncation", "fifo"]) == 2
+    assert "sliding" in capsys.readouterr().err   # names the policies there are

@@ -1,4 +1,5 @@
-"""Chart and panel data for the workbench views (issue 5): budget bar, cache panel, prefix diff."""
+"""Chart and panel data for the workbench views (issue 5): budget bar, cache panel, prefix diff; the
+truncation policies side by side in the cache panel (issue 16)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ from pathlib import Path
 
 from workbench import Assembler
 from workbench.analysis import analyze
+from workbench.analysis.policies import compare_policies
 from workbench.analysis.providers import TurnPrompt, simulate
 from workbench.sessions import load_session
 from workbench.ui.charts import budget_figure, cache_figure, prefix_diff
+from workbench.ui.html import cache_html
+from workbench.ui.state import WorkbenchState, sample_sessions
 
 SESSIONS = Path(__file__).resolve().parent.parent / "sample_sessions"
 
@@ -49,3 +53,40 @@ def test_prefix_diff_marks_the_timestamp() -> None:
     cur_at = next(t for t in diff["current"] if t["index"] == d)
     assert prev_at["id"] != cur_at["id"]
     assert [t["id"] for t in diff["previous"] if t["index"] < d] == [t["id"] for t in before]
+
+
+def test_cache_panel_compares_the_truncation_policies_when_the_session_truncates() -> None:
+    samples = sample_sessions()
+    state = WorkbenchState(samples["overflow.json"], autosave=None)
+    p = state.panels()
+    assert [r.policy for r in p.policies] == ["sliding", "chunked", "summary-slot"]
+    assert p.policies[0].simulations == p.simulations          # the session's own run is the panel's
+    # the same figures as the policies compared from scratch
+    fresh = compare_policies(state.assembler(), [state.doc.request(k) for k in range(1, state.doc.turn_count + 1)])
+    for got, want in zip(p.policies, fresh):
+        assert got.to_json() == want.to_json()
+    sliding, chunked, _ = p.policies
+    assert chunked.cached_tokens("vllm") > sliding.cached_tokens("vllm")
+    assert chunked.prefix_stable_turns > sliding.prefix_stable_turns
+    html = cache_html(p)
+    assert "Truncation policies over the 30 turns" in html and html.count('<tr class="wb-policy-') == 3
+    assert f"{chunked.cached_tokens('anthropic'):,}" in html and "sliding (this session)" in html
+    assert p.summary()["policies"][1]["truncation"] == "chunked"
+    # an edit of the last turn: each other policy assembles that turn again, and keeps the others
+    # (their prompts hold the very id arrays of the last panels)
+    last = len(state.doc.messages(state.turn)) - 1
+    state.apply({"op": "set", "index": last, "field": "content", "value": "and one more thing"})
+    again = state.panels()
+    for old, new in zip(p.policies[1:], again.policies[1:]):
+        assert all(a.token_ids is b.token_ids for a, b in zip(old.prompts[:-1], new.prompts[:-1]))
+        assert new.prompts[-1].token_ids is not old.prompts[-1].token_ids
+    fresh = compare_policies(state.assembler(), [state.doc.request(k) for k in range(1, state.doc.turn_count + 1)])
+    assert [r.to_json() for r in again.policies] == [r.to_json() for r in fresh]
+    # the live view assembling the selected turn again (same inputs) keeps every other policy's turns
+    state.assemble()
+    third = state.panels()
+    for old, new in zip(again.policies[1:], third.policies[1:]):
+        assert all(a.token_ids is b.token_ids for a, b in zip(old.prompts, new.prompts))
+    # a session that never truncates shows no comparison
+    calm = WorkbenchState(samples["tool_agent.json"], autosave=None).panels()
+    assert calm.policies == () and "Truncation policies" not in cache_html(calm)

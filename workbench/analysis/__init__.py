@@ -8,14 +8,18 @@ would reuse across a session's requests.
   `engine/radix.py` in its simulated mode).
 - `provider_params.py` with `provider_params.json`: the providers' presets, as data.
 - `turn_prompts.py`: a session's assembled turns as the requests the simulators take.
+- `policies.py`: the truncation policies (sliding, chunked, summary-slot) compared over a whole
+  session: tokens sent, cached tokens and cost per provider, prefix-stable turns.
 
 The core never imports this package; it imports the core and the light modules of `engine/`.
 """
 
+from .policies import PolicyRun, compare_policies, prefix_stable_turns
 from .prefix import Cause, TurnAnalysis, analyze, analyze_turn
 from .provider_params import ProviderParams
 from .providers import PROVIDERS, Simulation, TurnPrompt, TurnResult, make_simulator, simulate
 from .turn_prompts import turn_prompts
 
-__all__ = ["PROVIDERS", "Cause", "ProviderParams", "Simulation", "TurnAnalysis", "TurnPrompt", "TurnResult",
-           "analyze", "analyze_turn", "make_simulator", "simulate", "turn_prompts"]
+__all__ = ["PROVIDERS", "Cause", "PolicyRun", "ProviderParams", "Simulation", "TurnAnalysis", "TurnPrompt",
+           "TurnResult", "analyze", "analyze_turn", "compare_policies", "make_simulator", "prefix_stable_turns",
+           "simulate", "turn_prompts"]

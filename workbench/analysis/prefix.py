@@ -22,6 +22,7 @@ from ..assembly.result import AssemblyResult
 from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
 from ..difference import first_difference
+from ..truncation import TruncationPolicy
 
 # Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
 # written-out dates.
@@ -51,6 +52,7 @@ ADVICE = {
                         "the last user message (the suffix), or round them (per day, not per second).",
     "reordered": "Keep messages in the order they happened; project the log to the request with a pure, "
                  "order-preserving function.",
+    # The generic word; a cause names the active policy instead (`truncation_advice`).
     "truncated": "Truncation dropped messages the previous prompt had, so the prefix changed at the first "
                  "dropped message. Summarise or drop in larger, rarer steps so most turns stay append-only.",
     "tool_schema_order": "Serialize tool schemas deterministically (the same key order every request, e.g. "
@@ -132,7 +134,7 @@ def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversatio
         seg = next((s for s in res.segments if s.start <= d < s.end), res.segments[-1] if res.segments else None)
     causes: list[Cause] = []
     if d is not None:
-        causes = _causes(prev, res, d, seg, mismatch, reply, len(prev.token_ids))
+        causes = _causes(prev, res, d, seg, mismatch, reply, len(prev.token_ids), asm.config.truncation)
     return TurnAnalysis(k, res.total_tokens, reused, len(held), d, seg.seq if seg else None,
                         seg.kind if seg else None, tuple(causes), res, held)
 
@@ -184,7 +186,7 @@ def _volatile_diff(a: str, b: str) -> list[str]:
 
 
 def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bool,  # type: ignore[no-untyped-def]
-            reply: Message | None, prev_len: int) -> list[Cause]:
+            reply: Message | None, prev_len: int, policy: TruncationPolicy) -> list[Cause]:
     causes: list[Cause] = []
     pc, nc = prev.conversation, res.conversation
     where = f"token {d}" + (f", {seg.kind}" if seg else "") + (f" (seq {seg.seq})" if seg and seg.seq is not None
@@ -203,8 +205,8 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
     fp_prev = [message_fingerprint(m) for m in pc.messages]
     fp_new = [message_fingerprint(m) for m in nc.messages]
     if res.dropped and not set(fp_prev) <= set(fp_new):
-        causes.append(_cause("truncated", f"truncation dropped {len(res.dropped)} message(s) the previous prompt "
-                             f"had; the prompt changes at {where}"))
+        causes.append(Cause("truncated", f"truncation ({policy.strategy}) dropped {len(res.dropped)} message(s) the "
+                            f"previous prompt had; the prompt changes at {where}", truncation_advice(policy, res)))
     # The first of the previous request's messages that this one does not repeat (changed or gone).
     first: int | None = first_difference(fp_prev, fp_new)
     if first == len(fp_prev):
@@ -238,6 +240,43 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
                                  f"that more turns follow{detail}; the prompt changes at {where}",
                                  seg.seq if seg else None))
     return causes
+
+
+def chunk_tokens(policy: TruncationPolicy, res: AssemblyResult) -> int:
+    """The history a chunked drop makes room for: (1 − low_water) of the history budget."""
+    return round((1.0 - policy.low_water) * policy.history_budget(res.budget.input_budget))
+
+
+def turns_per_chunk(policy: TruncationPolicy, res: AssemblyResult) -> int | None:
+    """About how many turns a chunk holds: its tokens over what a kept turn of this prompt takes on
+    average. None without a kept turn."""
+    roles = {m.sequence: m.role for m in res.conversation.messages}
+    users = sum(1 for r in roles.values() if r == "user")
+    history = sum(s.token_count for s in res.segments if s.seq is not None and roles.get(s.seq) not in (None, "system"))
+    if not users or not history:
+        return None
+    return max(1, round(chunk_tokens(policy, res) / (history / users)))
+
+
+def truncation_advice(policy: TruncationPolicy, res: AssemblyResult) -> str:
+    """What to do about a prefix truncation changed, under the policy that truncated it."""
+    chunk = f"about {chunk_tokens(policy, res):,} tokens"
+    if policy.strategy == "sliding":
+        n = turns_per_chunk(policy, res)
+        holds = f"for about {n} turn{'s' if n != 1 else ''}" if n else "until the history has grown by a chunk"
+        return ("Sliding truncation drops the fewest turns that make the prompt fit, so once the history overflows "
+                "the prefix changes on almost every turn and the whole window is prefilled again. Switch to "
+                f"--truncation chunked (TruncationPolicy(strategy=\"chunked\")): it drops to {policy.low_water:.0%} "
+                f"of the budget at once, and the kept prefix then holds {holds} ({chunk} of new history); or "
+                "summary-slot, which also puts a summary message in place of the dropped turns.")
+    when = (f"once per chunk, when the history has grown by {chunk} ({1 - policy.low_water:.0%} of the budget) "
+            "since the last drop, and the turns between keep the whole prefix")
+    lower = ("Expected; a lower --low-water makes drops rarer (each keeps less history), a higher one keeps more "
+             "history and drops more often.")
+    if policy.strategy == "chunked":
+        return f"Chunked truncation dropped down to a chunk boundary: this happens {when}. {lower}"
+    return (f"The summary slot's text changed: it now stands for this drop's messages too, so the prompt changes "
+            f"from the slot on. Summary-slot truncation drops to a chunk boundary: this happens {when}. {lower}")
 
 
 def _rewrite_detail(pc: Conversation, nc: Conversation, seg, reply: Message | None) -> str:  # type: ignore[no-untyped-def]

@@ -31,7 +31,8 @@ TIB_IN_MIB = 2**20            # option sizes are in MiB; anything from 1 TiB up 
 
 
 # --- the assembly options ------------------------------------------------------------------------
-def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
+def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_truncation: bool = False) -> None:
+    """`compare_truncation`: `--truncation all` is allowed too (the command runs every policy)."""
     p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
                                                     f"{DEFAULT_TEMPLATE})")
     p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
@@ -44,10 +45,11 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True) -> None:
     p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
     p.add_argument("--truncate-unit", choices=("turn", "message"), default="turn",
                    help="what is dropped at once, oldest first (tool calls always go with their results)")
-    p.add_argument("--truncation", choices=STRATEGIES, default="sliding",
+    p.add_argument("--truncation", choices=STRATEGIES + (("all",) if compare_truncation else ()), default="sliding",
                    help="how history leaves once it overflows: sliding (the fewest turns), chunked (down to "
                         "--low-water, so the kept prefix holds for the next turns, cache-friendly), summary-slot "
-                        "(chunked, a summary message in their place)")
+                        "(chunked, a summary message in their place)"
+                        + ("; all: each of them, side by side" if compare_truncation else ""))
     p.add_argument("--low-water", type=float, default=0.5,
                    help="chunked, summary-slot: the share of the budget the history falls to when turns leave")
     p.add_argument("--cut", action="store_true",

@@ -1,14 +1,21 @@
-"""`workbench simulate`: what a provider's prefix cache would report, turn by turn, and the cost."""
+"""`workbench simulate`: what a provider's prefix cache would report, turn by turn, and the cost.
+
+Every turn is assembled through one session under the chosen truncation policy (`--truncation`),
+so a truncated turn is refitted from the previous one as a live client would send it. With
+`--truncation all` the policies run side by side: the JSON is the contract's object for the first
+(sliding), with a `policies` list of each policy's totals.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..analysis.policies import PolicyRun, compare_policies
 from ..analysis.provider_params import ProviderParams
-from ..analysis.providers import PROVIDERS, simulate
-from ..analysis.turn_prompts import turn_prompts
+from ..analysis.providers import PROVIDERS
 from ..sessions import load_session
+from ..truncation import STRATEGIES
 from .options import build_assembler, common_options
 from .output import print_json
 
@@ -23,24 +30,46 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--breakpoints", choices=("explicit", "auto"), default="explicit",
                    help="Anthropic cache_control: the session's own (explicit), or after the tools/system "
                         "block and at the end of each request (auto)")
-    common_options(s, turn=False)
+    common_options(s, turn=False, compare_truncation=True)
     s.set_defaults(func=cmd_simulate)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     session = load_session(args.session)
-    asm, prepare = build_assembler(session, args)
+    every = args.truncation == "all"
+    strategies = STRATEGIES if every else (args.truncation,)
+    asm, prepare = build_assembler(session, argparse.Namespace(**{**vars(args), "truncation": strategies[0]}))
     params = ProviderParams.load(args.provider, {"model": args.model} if args.model else None, path=args.params)
-    sess = asm.session()
-    turns = turn_prompts([sess.assemble(prepare(t)) for t in session.turns], args.breakpoints)
-    sim = simulate(turns, args.provider, params)
+    runs = compare_policies(asm, session.turns.map(prepare), {args.provider: params}, args.breakpoints, strategies)
+    sim = runs[0].simulations[0]
     if args.json:
-        print_json(sim.to_json())
+        out = {**sim.to_json(), "truncation": runs[0].policy}
+        if every:
+            out["policies"] = [r.to_json() for r in runs]
+        print_json(out)
         return 0
     o = sys.stdout
-    o.write(f"{session.title}: {len(turns)} turns · provider {sim.provider} ({params.model}) · "
-            f"hit ratio {sim.hit_ratio:.1%} · cost ${sim.total_cost:.4f} (example prices: check them)\n")
+    if every:
+        _side_by_side(runs, session.title, params)
+        return 0
+    o.write(f"{session.title}: {len(sim.turns)} turns · provider {sim.provider} ({params.model}) · truncation "
+            f"{runs[0].policy} · hit ratio {sim.hit_ratio:.1%} · cost ${sim.total_cost:.4f} (example prices: "
+            "check them)\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}\n")
     for t in sim.turns:
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}\n")
     return 0
+
+
+def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParams) -> None:
+    o = sys.stdout
+    o.write(f"{title}: {len(runs[0].prompts)} turns · provider {params.name} ({params.model}) · each truncation "
+            "policy (example prices: check them)\n")
+    o.write(f"{'truncation':<13} {'truncated':>9} {'stable':>7} {'tokens':>11} {'cached':>11} {'hit':>6} "
+            f"{'cost $':>10}\n")
+    for r in runs:
+        s = r.simulations[0]
+        o.write(f"{r.policy:<13} {r.truncated_turns:>9} {r.prefix_stable_turns:>7} {r.tokens:>11,} "
+                f"{r.cached_tokens(s.provider):>11,} {s.hit_ratio:>6.1%} {s.total_cost:>10.4f}\n")
+    o.write("stable: turns whose prompt starts with the whole previous prompt (an engine prefills only the new "
+            "tokens)\n")

@@ -61,8 +61,29 @@ def cache_html(p: "Panels") -> str:
             f'<b>Provider prefix caches over the {turns} turns</b> (example prices)'
             f'<table class="wb-table wb-providers"><tr><th>provider</th><th>cached now</th><th>hit ratio</th>'
             f'<th>session cost</th></tr>{prov}</table>'
+            f'{policies_html(p)}'
             f'<div class="wb-muted">this update re-assembled {p.turns_assembled} turn(s) in {p.turns_ms:.0f} ms; '
             f'the selected turn comes from the live view, the others had not changed</div></div>')
+
+
+def policies_html(p: "Panels") -> str:
+    """The truncation policies side by side over the session (only when it truncates): per policy,
+    the turns truncated and prefix-stable, tokens sent, and each provider's cached tokens and cost."""
+    if not p.policies:
+        return ""
+    names = [s.provider for s in p.policies[0].simulations]
+    head = "".join(f"<th>{escape(n)} cached</th><th>{escape(n)} cost</th>" for n in names)
+    own = p.policies[0].policy
+    rows = "".join(
+        f'<tr class="wb-policy-{escape(r.policy)}"><td>{escape(r.policy)}{" (this session)" if r.policy == own else ""}'
+        f"</td><td>{r.truncated_turns}</td><td>{r.prefix_stable_turns}</td><td>{r.tokens:,}</td>"
+        + "".join(f"<td>{sum(t.cached_tokens for t in s.turns):,}</td><td>${s.total_cost:.4f}</td>"
+                  for s in r.simulations) + "</tr>"
+        for r in p.policies)
+    return (f'<b>Truncation policies over the {len(p.policies[0].prompts)} turns</b> (the session truncates; '
+            f"stable: turns whose prompt starts with the whole previous prompt)"
+            f'<table class="wb-table wb-policies"><tr><th>truncation</th><th>truncated</th><th>stable</th>'
+            f"<th>tokens sent</th>{head}</tr>{rows}</table>")
 
 
 def prefix_diff_html(diff: dict[str, Any] | None, turn: int) -> str:

@@ -7,7 +7,8 @@ Two speeds. `assemble()` is the keystroke path: the selected turn's request thro
 by the host off the keystroke path: every turn of the session assembled once and kept
 (`TurnRecord`), re-assembled only from the first turn an edit touched, then the provider
 simulations over all turns (the cache panel) and the analysis of the selected turn against the
-previous one (the prefix diff).
+previous one (the prefix diff). When the session truncates, the cache panel also compares the
+truncation policies (sliding, chunked, summary-slot) over every turn (`analysis/policies.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import TurnAnalysis, analyze_turn
+from ..analysis.policies import PolicyRun, run_policy, with_policy
 from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
 from ..analysis.turn_prompts import breakpoints_of, reply_tokens
 from ..assembly import Assembler, Session
@@ -27,6 +29,7 @@ from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
 from ..errors import EditError, WorkbenchError
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
+from ..truncation import STRATEGIES
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
@@ -54,12 +57,15 @@ class Panels:
     hit_rates: dict[str, float]              # prompt-cache tier -> hit rate
     turns_ms: float                          # time to bring every turn up to date
     turns_assembled: int                     # how many turns that assembled (the rest were kept)
+    # Each truncation policy over every turn, the session's own first; empty when no turn truncates.
+    policies: tuple[PolicyRun, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         return {"providers": {s.provider: {"hit_ratio": round(s.hit_ratio, 4), "cost": round(s.total_cost, 6),
                                            "cached_tokens": s.turns[-1].cached_tokens if s.turns else 0}
                               for s in self.simulations},
-                "sources": self.sources, "hit_rates": self.hit_rates}
+                "sources": self.sources, "hit_rates": self.hit_rates,
+                "policies": [r.to_json() for r in self.policies]}
 
 
 class WorkbenchState:
@@ -84,6 +90,7 @@ class WorkbenchState:
         self._lock = threading.Lock()                 # one panels() at a time
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         self._semantic: Any = None                    # the semantic-cache panel's cache
+        self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
         if isinstance(session, SessionDocument):
             self.open(session)
         else:
@@ -295,6 +302,7 @@ class WorkbenchState:
                                                                            else None))
                        for k, r in enumerate(results)]
             sims = tuple(simulate(prompts, p) for p in providers)
+            policies = self._compare_policies(asm, records, prompts, sims, breakpoints)
             analysis = diff = None
             if results and 1 <= turn <= len(results):
                 cur = records[turn - 1]
@@ -312,4 +320,49 @@ class WorkbenchState:
             if asm.cache is not None:
                 hit_rates = {str(k): round(v, 4) for k, v in asm.cache.metrics().hit_rate.items()}
             return Panels(gen, turn, asm, sims, cache_figure(sims), analysis, diff, sources, hit_rates, turns_ms,
-                          len(missing))
+                          len(missing), policies)
+
+    def _compare_policies(self, asm: Assembler, records: list[TurnRecord | None], prompts: list[TurnPrompt],
+                          sims: tuple[Simulation, ...], breakpoints: str) -> tuple[PolicyRun, ...]:
+        """Every truncation policy over the session, when a turn truncates: the session's own policy
+        is the panel's run; each other one is assembled through its own session, from the first turn
+        whose inputs changed since the last call (the turns before it are kept)."""
+        results = [r.result for r in records if r is not None]
+        truncated = tuple(k for k, r in enumerate(results, start=1) if r.dropped)
+        if not truncated:
+            self._policies = None
+            return ()
+        own = asm.config.truncation.strategy
+        runs = {own: PolicyRun(own, tuple(prompts), truncated, sims)}
+        held = self._policies if self._policies is not None and self._policies.assembler is asm else None
+        same = 0
+        if held is not None:
+            # A turn assembled again from the same inputs (the live view re-assembles the selected
+            # one) has the same key: the other policies' turns up to there stand.
+            while same < min(len(held.base), len(results)) and held.base[same].cache_key == results[same].cache_key:
+                same += 1
+        cache = _PolicyCache(asm, results, held.variants if held else {}, {})
+        providers = {s.provider: s.params for s in sims}
+        for strategy in STRATEGIES:
+            if strategy == own:
+                continue
+            variant = cache.variants.get(strategy)
+            if variant is None:
+                variant = cache.variants[strategy] = with_policy(asm, strategy)
+            turns = list(held.results[strategy][:same]) if held else []
+            sess = variant.session()
+            turns += [sess.assemble(rec.request) for rec in records[len(turns):] if rec is not None]
+            cache.results[strategy] = turns
+            runs[strategy] = run_policy(variant, (), providers, breakpoints, results=turns)
+        self._policies = cache
+        return (runs[own], *(runs[s] for s in STRATEGIES if s != own))
+
+
+@dataclass
+class _PolicyCache:
+    """What `_compare_policies` assembled last: for `assembler`'s results (`base`, compared by
+    cache key), each other policy's assembler and its results, turn by turn."""
+    assembler: Assembler
+    base: list[AssemblyResult]
+    variants: dict[str, Assembler]
+    results: dict[str, list[AssemblyResult]]
