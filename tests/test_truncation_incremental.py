@@ -65,6 +65,8 @@ def requests(draw):  # type: ignore[no-untyped-def]
                 msgs.pop()
             if msgs and len(msgs) > 2:
                 msgs.pop()
+        elif what == 3:    # a system message in the history (a note an application adds)
+            msgs.append({"role": "system", "content": draw(WORDS)})
         elif what == 2:    # the last message edited, twice in a row (a user typing)
             steps.append(copy.deepcopy(msgs) + [{"role": "user", "content": draw(WORDS)}])
     steps.append(copy.deepcopy(msgs) + [{"role": "user", "content": "last"}])

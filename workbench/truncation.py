@@ -418,6 +418,44 @@ def chunk_after(est: Callable[[int], float], n: int, k: int, spacing: float, sta
     return next_chunk(est, n, k, e, e + est(k - 1), spacing)
 
 
+# The most of the conversation's oldest history that calibrates the chunk spacing (estimated tokens).
+CALIBRATION = 4096.0
+
+
+def chunk_spacing(messages: Sequence[Message], p: Plan, budget: int, low_water: float,
+                  tokenizer: Tokenizer) -> tuple[float, int]:
+    """The chunk spacing, in estimate units, for chunks of (1 − low_water) × budget tokens, and how
+    many of the oldest units it was learned from.
+
+    Estimates count characters; code, logs and JSON hold more tokens per character than prose, and
+    chunks measured in estimates alone would drop far below the low-water mark there. The oldest
+    units (up to a chunk's worth, at most CALIBRATION estimated tokens) are tokenized once to learn
+    the conversation's tokens per estimate. A growing conversation never changes them, so the
+    spacing, like the boundaries, is a function of the conversation alone (a session reuses it only
+    while those units are among the dropped ones: workbench/assembly/refit.py).
+    """
+    chunk = (1.0 - low_water) * budget
+    est = tokens = 0.0
+    used = 0
+    for unit in p.units:
+        if est >= min(CALIBRATION, chunk):
+            break
+        used += 1
+        for i in unit:
+            m = messages[i]
+            est += estimate_message(m) - 6.0
+            tokens += sum(len(tokenizer.encode_ordinary(t)) for t in _texts(m))
+    ratio = min(max(tokens / est, 0.25), 4.0) if est > 100 else 1.0
+    return chunk / ratio, used
+
+
+def _texts(m: Message) -> list[str]:
+    out = [t for t in (m.content, m.reasoning) if t]
+    for tc in m.tool_calls:
+        out += [tc.name, tc.arguments]
+    return out
+
+
 def truncation_note(policy: TruncationPolicy, dropped: int, budget: int, window: int, reserve: int) -> str:
     how = {"sliding": "oldest first", "chunked": "oldest first, down to the low-water mark",
            "summary-slot": "oldest first, down to the low-water mark, a summary slot in their place"}[policy.strategy]

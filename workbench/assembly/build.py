@@ -155,8 +155,11 @@ def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_pr
     ids = np.concatenate([s.token_ids for s in kept]).astype(np.uint32, copy=False) if kept else \
         np.zeros(0, dtype=np.uint32)
     ids.flags.writeable = False
-    out = [Segment(s.kind, s.role, s.seq, s.text, ids[s.start:s.end], s.start, s.end, s.char_start, s.char_end)
-           for s in out]
+    # A system message that now comes first is the system block, as a render lays it out (a system
+    # message of the history, once everything before it is dropped).
+    lead = conv.messages[0].sequence if conv.messages and conv.messages[0].role == "system" else None
+    out = [Segment("system" if s.seq == lead and s.kind == "message" else s.kind, s.role, s.seq, s.text,
+                   ids[s.start:s.end], s.start, s.end, s.char_start, s.char_end) for s in out]
     spans = tuple(Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in out)
     diags = tuple(g.diagnostics) if g is not None else ()
     return Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,

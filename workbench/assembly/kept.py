@@ -25,6 +25,7 @@ class KeptWindow:
     # proven splice: while the kept prompt plus this stays over the budget, no fewer drops fit.
     # None: not known (the template renders messages differently by position), so never reused.
     witness: int | None
+    spacing: float = 0.0          # chunked: the chunk spacing (estimate units), from the oldest history
     before: float = 0.0           # chunked: estimated size of the units before the one ahead of start
     at: float = 0.0               # chunked: estimated size of the units before start
     slot: Message | None = None   # summary-slot: the message standing in for the dropped ones

@@ -67,7 +67,7 @@ def refit(ctx: BuildContext, prev: AssemblyResult, conv: Conversation, add_gener
     history = ext.used - w.slot_tokens          # what the fit measures (the slot has its reserve)
     budget = policy.history_budget(win.input_budget)
     if history <= budget and ext.used <= win.input_budget:
-        if history + w.witness <= budget or (policy.chunked and not _on_boundary(w, policy, budget)):
+        if history + w.witness <= budget or (policy.chunked and not _on_boundary(w)):
             return None   # fewer drops might fit now (or the boundary was not a chunk's): cold decides
         return _fitted(ext, replace(w, full=conv), win, policy, ratio)
     if w.slot is not None:
@@ -89,10 +89,9 @@ def _tail_stands_alone(msgs: tuple[Message, ...], start: int) -> bool:
     return answered <= calls
 
 
-def _on_boundary(w: KeptWindow, policy: TruncationPolicy, budget: int) -> bool:
+def _on_boundary(w: KeptWindow) -> bool:
     """The window starts at a chunk boundary (else it was the minimal fit, for want of one)."""
-    spacing = (1.0 - policy.low_water) * budget
-    return starts_chunk(w.before, w.at, spacing)
+    return starts_chunk(w.before, w.at, w.spacing)
 
 
 def _dropped(ctx: BuildContext, ext: Built, w: KeptWindow, conv: Conversation, win: Window,
@@ -114,11 +113,10 @@ def _dropped(ctx: BuildContext, ext: Built, w: KeptWindow, conv: Conversation, w
     if pred > budget:
         return None   # the mandatory parts alone are over: the cold path says so, with its parts
     b = j
-    spacing = (1.0 - policy.low_water) * budget
     chunk = None
     if policy.chunked:
         chunk = chunk_after(lambda u: unit_estimate(kmsgs, p.units[u - w.units]), w.units + len(p.units),
-                            w.units + j, spacing, start=w.units, at=w.at)
+                            w.units + j, w.spacing, start=w.units, at=w.at)
         b = chunk.start - w.units
     if b >= len(p.units):
         return None
@@ -126,9 +124,13 @@ def _dropped(ctx: BuildContext, ext: Built, w: KeptWindow, conv: Conversation, w
     if cut is None:
         return None
     witness = sum(tokens(u) for u in range(j - 1, b))
-    start = w.start + p.units[b][0] - nh
-    window = KeptWindow(conv, w.head, start, w.units + b, w.dropped + sum(len(p.units[u]) for u in range(b)),
-                        budget, witness, chunk.before if chunk else 0.0, chunk.at if chunk else 0.0)
+    first = p.units[b][0]
+    # The head grows by the mandatory messages the dropped turns had between them (a system message
+    # in the history): indices in the whole conversation, as a cold truncation records them.
+    head = w.head + tuple(w.start + i - nh for i in sorted(p.mandatory) if nh <= i < first)
+    window = KeptWindow(conv, head, w.start + first - nh, w.units + b,
+                        w.dropped + sum(len(p.units[u]) for u in range(b)), budget, witness, w.spacing,
+                        chunk.before if chunk else 0.0, chunk.at if chunk else 0.0)
     return _fitted(cut, window, win, policy, ratio, splices=1)
 
 

@@ -25,6 +25,7 @@ from ..truncation import (
     Search,
     TruncationPolicy,
     chunk_after,
+    chunk_spacing,
     dropped_records,
     estimate_message,
     estimate_text,
@@ -139,11 +140,11 @@ def _settled(job: _Job, p: Plan, k: int, built: Built, search: Search, input_bud
     """The minimal fit `built` (k units dropped) moved to where the policy ends a drop, with what the
     next request of a session needs to start from it (None when it cannot)."""
     witness = search.witness if built.spliced else None
-    chunk = Chunk(k, 0.0, 0.0)
+    chunk, spacing, learned = Chunk(k, 0.0, 0.0), 0.0, 0
     if job.policy.chunked:
         msgs = job.msgs
-        chunk = chunk_after(lambda u: unit_estimate(msgs, p.units[u]), len(p.units), k,
-                            (1.0 - job.policy.low_water) * job.budget)
+        spacing, learned = chunk_spacing(msgs, p, job.budget, job.policy.low_water, job.ctx.tokenizer)
+        chunk = chunk_after(lambda u: unit_estimate(msgs, p.units[u]), len(p.units), k, spacing)
         if chunk.start > k:
             built, witness = _dropped_to(job, p, built, k, chunk.start, search, witness)
     k = chunk.start
@@ -164,10 +165,12 @@ def _settled(job: _Job, p: Plan, k: int, built: Built, search: Search, input_bud
                               hint="shorten the summary text or raise summary_reserve")
     if k >= len(p.units) or built.cut_seq is not None:
         return built, k, None
+    if learned > k:
+        witness = None   # the spacing was learned from kept units, which an edit may change: never reused
     start = p.units[k][0]
     head = tuple(i for i in sorted(p.mandatory) if i < start)
     return built, k, KeptWindow(job.conv, head, start, k, sum(len(u) for u in p.units[:k]), input_budget,
-                                witness, chunk.before, chunk.at, slot, slot_tokens)
+                                witness, spacing, chunk.before, chunk.at, slot, slot_tokens)
 
 
 def _dropped_to(job: _Job, p: Plan, built: Built, k: int, b: int, search: Search, witness: int | None
