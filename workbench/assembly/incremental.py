@@ -202,7 +202,7 @@ def _join(ctx: BuildContext, prev: Prior, ask: _Ask, i_cut: int, tail: _Tail) ->
     # Injection diagnostics of reused messages are already in the previous prompt's.
     diags = [d for d in tail.injection if d.seq is None or d.seq in tail_seqs]
     # Python work that needs no token ids runs before the encode (as in a cold assembly).
-    diags += inspect_render(tail.text, tail.msgs, tail.spans, ctx.template.source)
+    diags += _tail_diagnostics(ctx, prev, i_cut, tail)
     t0 = time.perf_counter()
     fresh, tail_ids, moved = tokenize_spans(tail.text, tail.spans, ctx.tokenizer)
     tokenize_ms = (time.perf_counter() - t0) * 1e3
@@ -244,14 +244,35 @@ def _kept_diagnostics(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut:
     back = [m for m in again if m not in forward]
     if back:
         # Moved into a reused segment (consecutive messages folded together): look in the whole
-        # prompt, as a cold assembly does. Rare, so the head's text is joined only here.
-        orig = originals(prev.segments)
-        c0 = orig[i_cut].char_start
-        whole = text_slice(prev.text_source, 0, c0) + tail.text
-        spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in orig[:i_cut]] + \
-            [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0) for sp in tail.spans]
-        kept += [d for d in inspect_render(whole, back, spans, src) if d.seq is not None]
+        # prompt, as a cold assembly does.
+        kept += [d for d in _inspect_whole(ctx, prev, i_cut, tail, back) if d.seq is not None]
     return kept
+
+
+def _tail_diagnostics(ctx: BuildContext, prev: Prior, i_cut: int, tail: _Tail) -> list[Diagnostic]:
+    """The rewrite diagnostics of the tail's messages. A message the template rendered nowhere is
+    looked for in the whole prompt, as a cold assembly does (its text may stand in a reused part)."""
+    src = ctx.template.source
+    placed = {sp.seq for sp in tail.spans if sp.seq is not None and sp.end > sp.start}
+    lost = [m for m in tail.msgs if m.sequence not in placed and (m.content or "").strip()
+            and (m.content or "").strip() not in tail.text]
+    if not lost:
+        return inspect_render(tail.text, tail.msgs, tail.spans, src)
+    found = [m for m in tail.msgs if m not in lost]
+    return inspect_render(tail.text, found, tail.spans, src) + \
+        [d for d in _inspect_whole(ctx, prev, i_cut, tail, lost) if d.seq is not None]
+
+
+def _inspect_whole(ctx: BuildContext, prev: Prior, i_cut: int, tail: _Tail, msgs: list[Message]
+                   ) -> list[Diagnostic]:
+    """Rewrite diagnostics of `msgs` against the whole prompt. Rare, so the head's text is joined
+    only here."""
+    orig = originals(prev.segments)
+    c0 = orig[i_cut].char_start
+    whole = text_slice(prev.text_source, 0, c0) + tail.text
+    spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in orig[:i_cut]] + \
+        [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0) for sp in tail.spans]
+    return inspect_render(whole, msgs, spans, ctx.template.source)
 
 
 def _text(prev: Prior) -> str:
