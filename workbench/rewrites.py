@@ -8,6 +8,10 @@ from .conversation import Message
 from .diagnostics import Diagnostic, info, warning
 from .segments import Span
 
+# The end of the message of a template_rewrite about content (not reasoning): incremental assembly
+# looks for such a message again, in the whole prompt, as this module does.
+NOT_VERBATIM = "message's content verbatim"
+
 
 def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span],
                    template_source: str) -> list[Diagnostic]:
@@ -36,7 +40,7 @@ def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span]
             k = text.rfind(content.strip())  # templates move text forward (to the last user turn)
             if k == -1:
                 diags.append(warning("template_rewrite", f"the template did not render this {m.role} "
-                                     "message's content verbatim", m.sequence))
+                                     + NOT_VERBATIM, m.sequence))
             else:
                 owner = next((s for s in spans if s.start <= k < s.end), None)
                 if owner is not None and owner.seq != m.sequence:
@@ -55,8 +59,7 @@ def inspect_render(text: str, messages: Sequence[Message], spans: Sequence[Span]
             diags.append(info("template_moved_content", "the template placed the system prompt elsewhere "
                               "(next to a later user message)", m.sequence))
         else:
-            diags.append(warning("template_rewrite",
-                                 f"the template did not render this {m.role} message's content verbatim",
+            diags.append(warning("template_rewrite", f"the template did not render this {m.role} " + NOT_VERBATIM,
                                  m.sequence))
     if "strftime_now" in template_source or "date_string" in template_source:
         diags.append(info("template_date", "the template writes a date into the prompt: the prefix changes "

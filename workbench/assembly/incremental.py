@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from ..conversation import Conversation, Message
 from ..diagnostics import Diagnostic
 from ..difference import first_difference
-from ..rewrites import inspect_render
+from ..rewrites import NOT_VERBATIM, inspect_render
 from ..segments import Segment, SegmentList, Span, find_message_segment, moved_diagnostics, originals, tokenize_spans
 from .build import render_spans
 from .built import Built, Tier
@@ -222,31 +222,38 @@ def _join(ctx: BuildContext, prev: Prior, ask: _Ask, i_cut: int, tail: _Tail) ->
 
 def _kept_diagnostics(ctx: BuildContext, prev: Prior, conv: Conversation, i_cut: int, tail: _Tail
                       ) -> list[Diagnostic]:
-    """Render diagnostics of the reused messages stay and the tail's are new, except where the
-    template placed a reused message's text elsewhere (Mistral: the system prompt sits in the last
-    user message): those are looked for again."""
+    """Render diagnostics of the reused messages stay and the tail's are new, except where a
+    reused message's text was looked for in the whole prompt (the template placed it elsewhere, as
+    Mistral puts the system prompt in the last user message, or rendered it nowhere): the new tail
+    may hold it now, so those are looked for again."""
     first_seq = tail.msgs[0].sequence if tail.msgs else None
     kept: list[Diagnostic] = []
-    placed: set[int] = set()
+    again: set[int] = set()
     for d in prev.render_diagnostics:
         if d.seq is None or first_seq is None or d.seq >= first_seq:
             continue
-        if d.code == "template_moved_content":
-            placed.add(d.seq)
-        else:
-            kept.append(d)
-    if not placed:
+        kept.append(d)
+        if d.code == "template_moved_content" or (d.code == "template_rewrite" and NOT_VERBATIM in d.message):
+            again.add(d.seq)
+    if not again:
         return kept
-    src = ctx.template.source
-    again = [m for m in conv.messages[:len(conv.messages) - len(tail.msgs)] if m.sequence in placed]
-    forward = [m for m in again if (m.content or "").strip() in tail.text]
-    kept += [d for d in inspect_render(tail.text, forward, tail.spans, src) if d.seq is not None]
-    back = [m for m in again if m not in forward]
-    if back:
-        # Moved into a reused segment (consecutive messages folded together): look in the whole
-        # prompt, as a cold assembly does.
-        kept += [d for d in _inspect_whole(ctx, prev, i_cut, tail, back) if d.seq is not None]
+    kept = [d for d in kept if d.seq not in again]
+    orig = originals(prev.segments)
+    msgs = [m for m in conv.messages[:len(conv.messages) - len(tail.msgs)] if m.sequence in again]
+    # Rendered nowhere and found in the tail: its last occurrence, where a cold assembly looks, is there.
+    near = [m for m in msgs if not _has_region(orig, i_cut, m.sequence) and (m.content or "").strip() in tail.text]
+    kept += [d for d in inspect_render(tail.text, near, tail.spans, ctx.template.source) if d.seq is not None]
+    far = [m for m in msgs if m not in near]
+    if far:
+        kept += [d for d in _inspect_whole(ctx, prev, i_cut, tail, far) if d.seq is not None]
     return kept
+
+
+def _has_region(orig: Sequence[Segment], i_cut: int, seq: int) -> bool:
+    """Message `seq` has text of its own among the first i_cut segments (its message segment, or
+    the system block it owns)."""
+    i = find_message_segment(orig, seq)
+    return (i is not None and i < i_cut) or any(s.seq == seq for s in orig[:min(3, i_cut)])
 
 
 def _tail_diagnostics(ctx: BuildContext, prev: Prior, i_cut: int, tail: _Tail) -> list[Diagnostic]:
