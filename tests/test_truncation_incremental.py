@@ -212,3 +212,20 @@ def test_summary_slot_special_tokens_are_escaped() -> None:
 def test_bad_policy_is_refused_with_a_hint(bad: dict, where: str) -> None:
     with pytest.raises(WorkbenchError, match=where):
         TruncationPolicy(**bad)
+
+
+@pytest.mark.parametrize("strategy", ["sliding", "chunked"])
+def test_the_first_overflow_of_a_session_is_refitted_too(strategy: str) -> None:
+    """The turn that first overflows the window extends the untruncated previous prompt and drops
+    whole turns at its head; no exact assembly of the window."""
+    msgs = _history(80)
+    live, fresh = pair("qwen2.5", strategy, 8000)
+    session = live.session()
+    first = None
+    for n in range(2, 80, 2):
+        req = {"messages": msgs[:n - 1]}
+        inc, cold = session.assemble(req), fresh.assemble(req)
+        same_truncated(inc, cold)
+        if cold.dropped and first is None:
+            first = inc
+    assert first is not None and first.budget.exact_assemblies == 0 and first.budget.splices == 1

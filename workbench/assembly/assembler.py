@@ -38,7 +38,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
-from .refit import refit
+from .refit import overflowed, refit
 from .result import AssemblyResult
 from .session import Session
 from .truncate import Fitted, fitted
@@ -84,6 +84,7 @@ class _Request:
     timings: dict[str, float]
     started: float
     prepared: float = 0.0
+    overflow: Built | None = None   # the session's previous prompt extended, over the budget
 
 
 class Assembler:
@@ -195,6 +196,9 @@ class Assembler:
             outcome = Fitted(reused, (), (), {"exact_assemblies": 0 if reused.reused else 1, "splices": 0},
                              reused.estimated, self.ratio)
         elif policy.enabled:
+            first = overflowed(ctx, req.overflow, req.win, policy, self.ratio) if req.overflow is not None else None
+            if first is not None:
+                return self._finish(req, first, previous)
             outcome = fitted(ctx, conv, add_generation_prompt, req.win, policy, self.ratio)
             self.ratio = outcome.ratio
         else:
@@ -215,7 +219,8 @@ class Assembler:
             inc = extend(req.ctx, previous, req.conv, req.add_generation_prompt)
             req.timings["incremental"] = (time.perf_counter() - t) * 1e3
             if inc is not None and (budget is None or inc.used <= budget):
-                return inc   # over budget: truncation starts from a cold assembly
+                return inc
+            req.overflow = inc   # over budget: truncation starts from it (or cold)
         if self.cache is None:
             return None
         estimated = None

@@ -33,6 +33,7 @@ from ..truncation import (
     Plan,
     TruncationPolicy,
     chunk_after,
+    chunk_spacing,
     dropped_records,
     plan,
     starts_chunk,
@@ -73,6 +74,24 @@ def refit(ctx: BuildContext, prev: AssemblyResult, conv: Conversation, add_gener
     if w.slot is not None:
         return None       # the slot's text changes with what it stands for: cold renders it
     return _dropped(ctx, ext, w, conv, win, policy, ratio)
+
+
+def overflowed(ctx: BuildContext, ext: Built, win: Window, policy: TruncationPolicy, ratio: float) -> Fitted | None:
+    """A session's first overflow: its untruncated previous prompt, extended to `ext` (over the
+    budget), loses whole turns at the head as a refit does. None where a cold truncation decides."""
+    if policy.cut or policy.strategy == "summary-slot":
+        return None
+    msgs = ext.conv.messages
+    spacing, learned = 0.0, 0
+    if policy.chunked:
+        spacing, learned = chunk_spacing(msgs, plan(msgs, policy), policy.history_budget(win.input_budget),
+                                         policy.low_water, ctx.tokenizer)
+    out = _dropped(ctx, ext, KeptWindow(ext.conv, (), 0, 0, 0, win.input_budget, None, spacing), ext.conv, win,
+                   policy, ratio)
+    if out is not None and out.window is not None and learned > out.window.units:
+        # The spacing was learned from units still kept, which an edit may change: never reused.
+        out = replace(out, window=replace(out.window, witness=None))
+    return out
 
 
 def _tail_stands_alone(msgs: tuple[Message, ...], start: int) -> bool:
