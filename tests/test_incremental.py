@@ -73,6 +73,8 @@ def session_steps(draw):  # type: ignore[no-untyped-def]
             reply["reasoning_content"] = draw(WORDS)
         msgs.append(reply)
         edit = draw(st.integers(0, 5))
+        if edit == 1:  # a system message in the history (DeepSeek gathers them all at the start)
+            msgs.append({"role": "system", "content": draw(WORDS)})
         if edit == 0 and len(msgs) > 2:  # the client edits an earlier message
             i = draw(st.integers(0, len(msgs) - 1))
             if msgs[i].get("content"):

@@ -156,8 +156,12 @@ def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     for sp in probe.spans:
         if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
             start_of[sp.seq] = sp.start
-    cut_r, cut_a = start_of.get(msgs[r].sequence), start_of.get(msgs[a].sequence)
-    if cut_r is None or cut_a is None or not _special_start(ctx, probe.text, cut_r):
+    cut_r, cut_a, cut_a2 = (start_of.get(msgs[i].sequence) for i in (r, a, a2))
+    if cut_r is None or cut_a is None or cut_a2 is None or not _special_start(ctx, probe.text, cut_r):
+        return None
+    # What the template puts before the messages must not have changed: DeepSeek gathers every
+    # system message there, so one added later in the conversation rewrites the head.
+    if probe.text[:cut_a2] != text_slice(prev.text_source, 0, cut_a2):
         return None
     # The anchor turn must render exactly as it did in the previous prompt.
     if probe.text[cut_a:cut_r] != text_slice(prev.text_source, orig[i_a].char_start, orig[i_r].char_start):
