@@ -5,7 +5,12 @@
 // (DataViews) and has model.send. Panel's AnyWidget adapter passes one argument, so its host puts
 // the buffers in the message (msg.buffers: bytes, which arrive as ArrayBuffers), and it has no
 // model.send, so a new view asks for the whole state by bumping the synced `sync` counter.
+// In `workbench app` the patches come over the page's keystroke channel instead (a websocket of its
+// own, one binary frame per patch: see openChannel), once it is open. Patches from the app carry
+// their `version` and the `base` they apply to (null: a whole view); one that does not apply to what
+// we hold (it came the other way, or late) is not applied: the view asks for the whole state.
 
+const CHANNEL_WAIT_MS = 3000; // a channel not ready by then: the first view comes through the model
 const FOLD_TOKENS = 4000; // long segments render folded; a click unfolds them (keeps big prompts responsive)
 
 function asView(b) {
@@ -26,6 +31,31 @@ function decodeRuns(seg, ids, ends, special, offset) {
     prev = end;
   }
   return pieces;
+}
+
+function unpack(buf) {
+  // A binary patch frame (channel.py, encode_patch): u32 length, the JSON part, then its arrays.
+  const n = new DataView(buf).getUint32(0, true);
+  const msg = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
+  let at = 4 + n;
+  const buffers = msg.sizes.map((size) => { const v = new DataView(buf, at, size); at += size; return v; });
+  return { msg, buffers };
+}
+
+function openChannel(info, on) {
+  // The view's end of the page's keystroke channel (workbench/ui/channel.py): a hello with the
+  // page's token; then "ready", binary patches, or an error frame.
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${info.path}`);
+  ws.binaryType = "arraybuffer";
+  ws.onopen = () => ws.send(JSON.stringify({ type: "hello", token: info.token, role: "view" }));
+  ws.onmessage = (e) => {
+    if (typeof e.data !== "string") { const { msg, buffers } = unpack(e.data); on.patch(msg, buffers); return; }
+    const m = JSON.parse(e.data);
+    if (m.type === "ready") on.ready();
+    else if (m.type === "error") on.error(`${m.code}: ${m.message}`);
+  };
+  ws.onclose = on.close;
+  return ws;
 }
 
 function segLabel(seg) {
@@ -86,6 +116,8 @@ function render({ model, el }) {
   // The header travels in each patch (the Panel host syncs nothing else per keystroke); anywidget
   // also syncs it as a trait, which a view drawn before any patch shows.
   let header = model.get("header") || {};
+  let version = 0; // the version of the patches applied (the app's patches are numbered)
+  let channelError = "";
   const warningsFor = (seq) => seq === null ? [] :
     ((header || {}).diagnostics || []).filter((d) => d.seq === seq && d.level !== "info");
 
@@ -109,13 +141,33 @@ function render({ model, el }) {
     };
     toggle.append(box, " token boundaries");
     head.appendChild(toggle);
-    if (err) { const e = document.createElement("div"); e.className = "wb-error"; e.textContent = err; head.appendChild(e); }
+    for (const text of [err, channelError && `channel: ${channelError}`]) {
+      if (text) { const e = document.createElement("div"); e.className = "wb-error"; e.textContent = text; head.appendChild(e); }
+    }
   };
 
-  model.on("msg:custom", (msg, buffers) => {
+  // Ask for the whole state: over the channel when it is open, else as the host allows.
+  let ws = null, viaChannel = false, asked = false, resyncing = false;
+  const askAll = () => {
+    asked = true;
+    if (viaChannel) ws.send(JSON.stringify({ type: "sync" }));
+    else if (typeof model.send === "function") model.send({ type: "sync" });
+    else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
+  };
+
+  const apply = (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
     performance.mark("wb-received");
+    if (msg.version !== undefined && msg.version !== null) {
+      if (msg.version <= version) return; // older than what we hold (it came the other way)
+      if (msg.base !== null && msg.base !== undefined && msg.base !== version) {
+        if (!resyncing) { resyncing = true; askAll(); } // once, until a whole view comes
+        return;
+      }
+      version = msg.version;
+    }
     if (msg.header) { header = msg.header; drawHeader(); }
+    if (msg.header_changes) { header = { ...header, ...msg.header_changes }; drawHeader(); }
     const got = buffers && buffers.length ? buffers : msg.buffers || [];
     const [b0, b1, b2] = [0, 1, 2].map((i) => asView(got[i]));
     const ids = new Uint32Array(b0.buffer, b0.byteOffset, b0.byteLength / 4);
@@ -152,18 +204,30 @@ function render({ model, el }) {
       before = node;
     }
     segs = next;
+    if (msg.base === null || msg.base === undefined) resyncing = false;
     const v = msg.version ?? model.get("version");
     performance.mark(`wb-patched-${v}`);
     // The next frame: the patch is painted (what a keystroke-to-repaint benchmark measures).
     requestAnimationFrame(() => performance.mark(`wb-painted-${v}`));
-  });
+  };
+  model.on("msg:custom", apply);
   model.on("change:header", () => { header = model.get("header") || {}; drawHeader(); });
   model.on("change:error", drawHeader);
   drawHeader();
-  // A new view asks for the whole state.
-  if (typeof model.send === "function") model.send({ type: "sync" });
-  else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
-  return () => { segs = []; };
+  // A new view asks for the whole state: over the channel once it is ready (or the model, if it is
+  // not ready within CHANNEL_WAIT_MS or closes).
+  const info = model.get("channel") || {};
+  if (info.token && info.path && typeof WebSocket === "function" && typeof model.send !== "function") {
+    ws = openChannel(info, {
+      patch: apply,
+      ready: () => { viaChannel = true; askAll(); },
+      error: (text) => { channelError = text; drawHeader(); },
+      close: () => { const was = viaChannel; viaChannel = false; if (was || !asked) askAll(); },
+    });
+    root.wbChannel = ws; // for tests and debugging
+    setTimeout(() => { if (!asked) askAll(); }, CHANNEL_WAIT_MS);
+  } else askAll();
+  return () => { segs = []; if (ws) ws.close(); };
 }
 
 export default { render };

@@ -86,11 +86,12 @@ class Controller:
         """One message-editor operation."""
         self.ops([op])
 
-    def ops(self, ops: list[dict]) -> None:
+    def ops(self, ops: list[dict], received_at: float | None = None) -> None:
         """Message-editor operations, in order; then one assembly. A failing one is shown at its
-        message and changes nothing; the others still apply."""
+        message and changes nothing; the others still apply. `received_at`: when they reached the
+        server (time.time()), if earlier than now (for TRACE)."""
         if TRACE:
-            self._first_edit_at = time.time()
+            self._first_edit_at = received_at or time.time()
         applied = structural = False
         for op in ops:
             try:
