@@ -57,7 +57,10 @@ function openChannel(model, info, onError) {
       if (typeof msg[m.field] === "string") sendOp(model, { op: "set", index: m.index, field: m.field, value: msg[m.field] });
     } else if (m.type === "error") onError(`${m.code}: ${m.message}`);
   };
-  ws.onclose = () => { if (channels.get(model) === ch) channels.delete(model); };
+  ws.onclose = (e) => {
+    if (channels.get(model) === ch) channels.delete(model);
+    if (e.code !== 1000 && e.code !== 1001) onError(`closed (${e.code} ${e.reason}); edits go on through the page's model`);
+  };
   return ws;
 }
 

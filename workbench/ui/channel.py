@@ -42,7 +42,7 @@ from tornado.ioloop import IOLoop
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..errors import ChannelError
-from ..strict_json import JSONValueError, loads
+from ..strict_json import loads
 
 PATH = "/wb-channel"
 MAX_FRAME = 8 * 1024 * 1024     # characters: a 1,000,000-character message, escaped, still fits
@@ -82,7 +82,7 @@ def decode_frame(data: str | bytes) -> dict[str, Any]:
                            hint="paste long text in smaller parts")
     try:
         frame = loads(data, max_depth=20)
-    except JSONValueError as exc:
+    except ValueError as exc:    # json.JSONDecodeError, and strict_json's JSONValueError (NaN, depth, ...)
         raise ChannelError("bad-frame", f"not JSON: {exc}", hint="send a JSON object") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ChannelError("bad-frame", 'a frame is a JSON object with a "type"')
