@@ -351,6 +351,53 @@ def test_the_token_view_module_keeps_moved_segments(browser) -> None:  # type: i
     assert "[1:2]" in got["labels"][1] and "[2:3]" in got["labels"][2]   # the moved one relabelled
 
 
+LAZY_HARNESS = """
+async ({src}) => {
+  const mod = await import("data:text/javascript;base64," + src);
+  const handlers = {};
+  const attrs = {error: "", version: 1, header: {}};
+  const model = {get: (k) => attrs[k], set: (k, v) => { attrs[k] = v; }, on: (ev, cb) => { handlers[ev] = cb; },
+                 save_changes: () => {}, send: () => {}};
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  mod.default.render({model, el});
+  const N = 60, T = 100, segs = [];
+  const ids = new Uint32Array(N * T), ends = new Uint32Array(N * T), special = new Uint8Array(N * T);
+  for (let s = 0; s < N; s++) {
+    let text = "";
+    for (let t = 0; t < T; t++) { text += `w${t} `; ids[s * T + t] = t; ends[s * T + t] = text.length; }
+    segs.push({kind: "message", role: "user", seq: s, text, start: s * T, end: (s + 1) * T, source: "fresh"});
+  }
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, segments: segs},
+                         [ids, ends, special].map((a) => new DataView(a.buffer)));
+  const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const spans = () => [...el.querySelectorAll(".wb-seg")].map((s) => s.querySelectorAll("span").length);
+  await frame(); await frame();
+  const first = spans();
+  el.querySelector(".wb-token-view").scrollTop = 1e9;
+  await frame(); await frame();
+  return {first, after: spans(), sameText: [...el.querySelectorAll(".wb-seg")].every((s, i) =>
+    s.lastChild.textContent === segs[i].text)};
+}
+"""
+
+
+def test_a_whole_view_draws_tokens_where_they_are_seen(browser) -> None:  # type: ignore[no-untyped-def]
+    import base64
+
+    page = browser.new_page(viewport={"width": 1000, "height": 600})
+    try:
+        page.goto("about:blank")
+        page.add_style_tag(content=(ROOT / "widgets" / "token_view.css").read_text("utf-8"))
+        src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
+        got = page.evaluate(LAZY_HARNESS, {"src": src})
+    finally:
+        page.close()
+    assert got["sameText"]                                   # every segment shows its text, drawn or not
+    assert got["first"][0] == 100 and got["first"][-1] == 0  # tokens near the top only
+    assert got["after"][-1] == 100                           # scrolled down: drawn there too
+
+
 def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type: ignore[no-untyped-def]
     tab(page, "KV")
     kv = page.locator(".wb-kv")

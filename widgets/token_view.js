@@ -11,6 +11,7 @@
 // we hold (it came the other way, or late) is not applied: the view asks for the whole state.
 
 const CHANNEL_WAIT_MS = 3000; // a channel not ready by then: the first view comes through the model
+const LAZY_TOKENS = 2000; // a patch with more tokens (a whole view) draws a segment's tokens when it scrolls near
 const FOLD_TOKENS = 4000; // long segments render folded; a click unfolds them (keeps big prompts responsive)
 
 function asView(b) {
@@ -63,7 +64,8 @@ function segLabel(seg) {
     ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
 }
 
-function renderSegment(seg, tokens, showTokens, warnings) {
+function renderSegment(seg, tokens, showTokens, warnings, later) {
+  // later(div, draw): draw the tokens once the segment is near the visible part (its text until then).
   const div = document.createElement("div");
   div.className = `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
     ` wb-src-${seg.source}`;
@@ -98,7 +100,7 @@ function renderSegment(seg, tokens, showTokens, warnings) {
       body.appendChild(more);
     }
   };
-  draw(false);
+  if (later && tokens) { body.textContent = seg.text; later(div, () => draw(false)); } else draw(false);
   div.appendChild(body);
   return div;
 }
@@ -118,6 +120,15 @@ function render({ model, el }) {
   let header = model.get("header") || {};
   let version = 0; // the version of the patches applied (the app's patches are numbered)
   let channelError = "";
+  // Token spans are many DOM nodes: a whole view (a template switch, 28k tokens) draws them only for
+  // the segments near the visible part, and the others' as they scroll near (the text shows meanwhile).
+  const near = typeof IntersectionObserver === "function" ? new IntersectionObserver((entries) => {
+    let drew = false;
+    for (const e of entries) if (e.isIntersecting) { near.unobserve(e.target); e.target.wbDraw(); drew = true; }
+    if (drew) requestAnimationFrame(() => performance.mark("wb-drawn-painted"));   // for the benchmark
+  }, { root, rootMargin: "100% 0px" }) : null;
+  const later = (div, draw) => { div.wbDraw = draw; near.observe(div); };
+  const laterIf = (n) => near && n > LAZY_TOKENS ? later : null;
   const warningsFor = (seq) => seq === null ? [] :
     ((header || {}).diagnostics || []).filter((d) => d.seq === seq && d.level !== "info");
 
@@ -137,7 +148,13 @@ function render({ model, el }) {
     box.checked = showTokens;
     box.onchange = () => {
       showTokens = box.checked;
-      for (const s of segs) { const node = renderSegment(s.seg, s.tokens, showTokens, warningsFor(s.seg.seq)); s.node.replaceWith(node); s.node = node; }
+      const lazy = laterIf(segs.reduce((n, s) => n + s.seg.end - s.seg.start, 0));
+      for (const s of segs) {
+        const node = renderSegment(s.seg, s.tokens, showTokens, warningsFor(s.seg.seq), lazy);
+        if (near) near.unobserve(s.node);
+        s.node.replaceWith(node);
+        s.node = node;
+      }
     };
     toggle.append(box, " token boundaries");
     head.appendChild(toggle);
@@ -174,10 +191,11 @@ function render({ model, el }) {
     const ends = new Uint32Array(b1.buffer, b1.byteOffset, b1.byteLength / 4);
     const special = new Uint8Array(b2.buffer, b2.byteOffset, b2.byteLength);
     let offset = 0;
+    const lazy = laterIf(ids.length);
     const fresh = msg.segments.map((seg) => {
       const tokens = decodeRuns(seg, ids, ends, special, offset);
       offset += seg.end - seg.start;
-      return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq)) };
+      return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq), lazy) };
     });
     // runs: which segments we hold stay (moved by `shift` tokens), in order, between the new ones;
     // without runs, the first `keep` stay and the new ones follow.
@@ -195,7 +213,7 @@ function render({ model, el }) {
       }
     }
     const staying = new Set(next);
-    for (const s of segs) if (!staying.has(s)) s.node.remove();
+    for (const s of segs) if (!staying.has(s)) { if (near) near.unobserve(s.node); s.node.remove(); }
     // Put the nodes in order, touching only those not already where they belong.
     let before = null;
     for (let i = next.length - 1; i >= 0; i--) {
@@ -227,7 +245,7 @@ function render({ model, el }) {
     root.wbChannel = ws; // for tests and debugging
     setTimeout(() => { if (!asked) askAll(); }, CHANNEL_WAIT_MS);
   } else askAll();
-  return () => { segs = []; if (ws) ws.close(); };
+  return () => { segs = []; if (ws) ws.close(); if (near) near.disconnect(); };
 }
 
 export default { render };
