@@ -309,7 +309,8 @@ def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: b
     assert got["pieces"] == [["AB", "wb-special"], ["c", "wb-tok"], ["DE", "wb-tok"]]   # boundaries shown
 
 
-RUNS_HARNESS = """
+# The token view's module in a blank page with a stand-in anywidget model; `handlers` gets its callbacks.
+VIEW_IN_A_PAGE = """
 async ({src}) => {
   const mod = await import("data:text/javascript;base64," + src);
   const handlers = {};
@@ -319,6 +320,9 @@ async ({src}) => {
   const el = document.createElement("div");
   document.body.appendChild(el);
   mod.default.render({model, el});
+"""
+
+RUNS_HARNESS = VIEW_IN_A_PAGE + """
   const seg = (seq, text, start, end) => ({kind: "message", role: "user", seq, text, start, end, source: "fresh"});
   const bufs = (ids, ends) => [new Uint32Array(ids), new Uint32Array(ends), new Uint8Array(ids.length)]
     .map((a) => new DataView(a.buffer));
@@ -351,16 +355,7 @@ def test_the_token_view_module_keeps_moved_segments(browser) -> None:  # type: i
     assert "[1:2]" in got["labels"][1] and "[2:3]" in got["labels"][2]   # the moved one relabelled
 
 
-LAZY_HARNESS = """
-async ({src}) => {
-  const mod = await import("data:text/javascript;base64," + src);
-  const handlers = {};
-  const attrs = {error: "", version: 1, header: {}};
-  const model = {get: (k) => attrs[k], set: (k, v) => { attrs[k] = v; }, on: (ev, cb) => { handlers[ev] = cb; },
-                 save_changes: () => {}, send: () => {}};
-  const el = document.createElement("div");
-  document.body.appendChild(el);
-  mod.default.render({model, el});
+LAZY_HARNESS = VIEW_IN_A_PAGE + """
   const N = 60, T = 100, segs = [];
   const ids = new Uint32Array(N * T), ends = new Uint32Array(N * T), special = new Uint8Array(N * T);
   for (let s = 0; s < N; s++) {
