@@ -294,17 +294,24 @@ async ({src, anywidget}) => {
 """
 
 
-@pytest.mark.parametrize("anywidget", [True, False], ids=["anywidget", "panel"])
-def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: bool) -> None:  # type: ignore[no-untyped-def]
+def in_blank_page(browser, harness: str, css: bool = False, **args: object) -> dict:  # type: ignore[no-untyped-def]
+    """Run a harness over the token view's module (as `src`) in a blank page; what it returns."""
     import base64
 
-    page = browser.new_page()
+    page = browser.new_page(viewport={"width": 1000, "height": 600})
     try:
         page.goto("about:blank")
+        if css:
+            page.add_style_tag(content=(ROOT / "widgets" / "token_view.css").read_text("utf-8"))
         src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
-        got = page.evaluate(HOSTS_HARNESS, {"src": src, "anywidget": anywidget})
+        return page.evaluate(harness, {"src": src, **args})
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("anywidget", [True, False], ids=["anywidget", "panel"])
+def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: bool) -> None:  # type: ignore[no-untyped-def]
+    got = in_blank_page(browser, HOSTS_HARNESS, anywidget=anywidget)
     assert got["sent"] == ([{"type": "sync"}] if anywidget else [{"sync": 1}])
     assert got["pieces"] == [["AB", "wb-special"], ["c", "wb-tok"], ["DE", "wb-tok"]]   # boundaries shown
 
@@ -341,18 +348,38 @@ RUNS_HARNESS = VIEW_IN_A_PAGE + """
 
 
 def test_the_token_view_module_keeps_moved_segments(browser) -> None:  # type: ignore[no-untyped-def]
-    import base64
-
-    page = browser.new_page()
-    try:
-        page.goto("about:blank")
-        src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
-        got = page.evaluate(RUNS_HARNESS, {"src": src})
-    finally:
-        page.close()
+    got = in_blank_page(browser, RUNS_HARNESS)
     assert got["texts"] == ["A", "C", "D"]
     assert got["reused"] == [True, True]                 # the same DOM nodes, not redrawn
     assert "[1:2]" in got["labels"][1] and "[2:3]" in got["labels"][2]   # the moved one relabelled
+
+
+SPLICE_HARNESS = VIEW_IN_A_PAGE + """
+  const seg = (text, end, more) => ({kind: "message", role: "user", seq: 0, text, start: 0, end, source: "fresh",
+                                    ...more});
+  const bufs = (ids, ends) => [new Uint32Array(ids), new Uint32Array(ends), new Uint8Array(ids.length)]
+    .map((a) => new DataView(a.buffer));
+  // "a😀 b c" as four tokens: "a", "😀" (two UTF-16 units), " b", " c".
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, segments: [seg("a😀 b c", 4)]},
+                         bufs([1, 2, 3, 4], [1, 3, 5, 7]));
+  const before = [...el.querySelectorAll(".wb-seg span")];
+  // " b" becomes " B!" (two tokens): head 2 ("a😀", 3 units), tail 1 (" c", 2 units).
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, runs: [{new: 1}],
+                          segments: [seg(" B!", 5, {from: 0, head: 2, tail: 1, chars: [3, 2]})]},
+                         bufs([5, 6], [2, 3]));
+  const after = [...el.querySelectorAll(".wb-seg span")];
+  return {pieces: after.map((e) => e.textContent), titles: after.map((e) => e.title.split(" ")[1]),
+          same: [after[0] === before[0], after[1] === before[1], after[4] === before[3]],
+          label: el.querySelector(".wb-seg-label").textContent};
+}
+"""
+
+
+def test_the_token_view_module_splices_a_change_in_place(browser) -> None:  # type: ignore[no-untyped-def]
+    got = in_blank_page(browser, SPLICE_HARNESS)
+    assert got["pieces"] == ["a", "😀", " B", "!", " c"] and got["titles"] == ["1", "2", "5", "6", "4"]
+    assert got["same"] == [True, True, True]          # the kept tokens' spans were not redrawn
+    assert "5 tokens [0:5]" in got["label"]
 
 
 LAZY_HARNESS = VIEW_IN_A_PAGE + """
@@ -378,16 +405,7 @@ LAZY_HARNESS = VIEW_IN_A_PAGE + """
 
 
 def test_a_whole_view_draws_tokens_where_they_are_seen(browser) -> None:  # type: ignore[no-untyped-def]
-    import base64
-
-    page = browser.new_page(viewport={"width": 1000, "height": 600})
-    try:
-        page.goto("about:blank")
-        page.add_style_tag(content=(ROOT / "widgets" / "token_view.css").read_text("utf-8"))
-        src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
-        got = page.evaluate(LAZY_HARNESS, {"src": src})
-    finally:
-        page.close()
+    got = in_blank_page(browser, LAZY_HARNESS, css=True)
     assert got["sameText"]                                   # every segment shows its text, drawn or not
     assert got["first"][0] == 100 and got["first"][-1] == 0  # tokens near the top only
     assert got["after"][-1] == 100                           # scrolled down: drawn there too

@@ -1,6 +1,10 @@
 // Token view: one ES module for both hosts (anywidget in Jupyter, Panel's AnyWidget component).
 // The Python side sends patches: {keep, segments, header} plus three binary buffers for the
-// tokens of the new segments (ids uint32, ends uint32, special uint8). We keep what we were sent.
+// tokens of the new segments (ids uint32, ends uint32 in UTF-16 units as our strings count,
+// special uint8). We keep what we were sent. A new segment that takes the place of one we hold
+// (an edited message) may come as the change alone: `from` (the one it replaces), `head` and
+// `tail` (its tokens kept at each end), `chars` (the characters those spell), and the text and
+// tokens between; its spans in between are replaced, the others stay as they are.
 // Hosts differ in two places. anywidget passes the buffers as the callback's second argument
 // (DataViews) and has model.send. Panel's AnyWidget adapter passes one argument, so its host puts
 // the buffers in the message (msg.buffers: bytes, which arrive as ArrayBuffers), and it has no
@@ -20,10 +24,9 @@ function asView(b) {
   return b && b.buffer instanceof ArrayBuffer ? b : new DataView(new ArrayBuffer(0));
 }
 
-function decodeRuns(seg, ids, ends, special, offset) {
+function decodeRuns(seg, ids, ends, special, offset, n = seg.end - seg.start) {
   // Split the segment text into token pieces using each token's end offset.
-  const n = seg.end - seg.start;
-  if (n > 0 && ends[offset + n - 1] === 0) return null; // no boundaries known: show the text whole
+  if (n > 0 && ends[offset + n - 1] === 0 && seg.from === undefined) return null; // no boundaries known: text whole
   const pieces = [];
   let prev = 0;
   for (let i = 0; i < n; i++) {
@@ -64,11 +67,32 @@ function segLabel(seg) {
     ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
 }
 
+function tokenSpan(t, seg, showTokens) {
+  const span = document.createElement("span");
+  span.className = t.special ? "wb-special" : (showTokens ? "wb-tok" : "");
+  span.textContent = t.text;
+  span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}`;
+  return span;
+}
+
+function segClass(seg) {
+  return `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
+    ` wb-src-${seg.source}`;
+}
+
+function spliced(old, seg, mid) {
+  // The segment an in-place change makes of `old`: its text and tokens, head and tail kept.
+  const t = old.seg.text;
+  const text = t.slice(0, seg.chars[0]) + seg.text + t.slice(t.length - seg.chars[1]);
+  const tokens = [...old.tokens.slice(0, seg.head), ...mid, ...old.tokens.slice(old.tokens.length - seg.tail)];
+  const { from, head, tail, chars, ...meta } = seg;
+  return { seg: { ...meta, text }, tokens };
+}
+
 function renderSegment(seg, tokens, showTokens, warnings, later) {
   // later(div, draw): draw the tokens once the segment is near the visible part (its text until then).
   const div = document.createElement("div");
-  div.className = `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
-    ` wb-src-${seg.source}`;
+  div.className = segClass(seg);
   const label = document.createElement("div");
   label.className = "wb-seg-label";
   label.textContent = segLabel(seg);
@@ -85,13 +109,8 @@ function renderSegment(seg, tokens, showTokens, warnings, later) {
     body.textContent = "";
     if (!tokens) { body.textContent = seg.text; return; }
     const shown = all ? tokens : tokens.slice(0, FOLD_TOKENS);
-    for (const t of shown) {
-      const span = document.createElement("span");
-      span.className = t.special ? "wb-special" : (showTokens ? "wb-tok" : "");
-      span.textContent = t.text;
-      span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}`;
-      body.appendChild(span);
-    }
+    for (const t of shown) body.appendChild(tokenSpan(t, seg, showTokens));
+    div.wbSpans = shown.length === tokens.length;   // every token has its span: a change can be spliced in
     if (!all && tokens.length > FOLD_TOKENS) {
       const more = document.createElement("span");
       more.className = "wb-folded";
@@ -192,7 +211,26 @@ function render({ model, el }) {
     const special = new Uint8Array(b2.buffer, b2.byteOffset, b2.byteLength);
     let offset = 0;
     const lazy = laterIf(ids.length);
+    const diagnostics = !!msg.header_changes && "diagnostics" in msg.header_changes;
     const fresh = msg.segments.map((seg) => {
+      if (seg.from !== undefined) {
+        // The change alone, in place of a segment we hold: splice its spans where they are drawn.
+        const n = seg.end - seg.start - seg.head - seg.tail;
+        const mid = decodeRuns(seg, ids, ends, special, offset, n);
+        offset += n;
+        const old = segs[seg.from];
+        const made = spliced(old, seg, mid);
+        const body = old.node.lastChild;
+        if (old.node.wbSpans && !diagnostics && made.tokens.length <= FOLD_TOKENS && body.childNodes.length === old.tokens.length) {
+          for (let i = old.tokens.length - seg.tail - 1; i >= seg.head; i--) body.childNodes[i].remove();
+          const at = body.childNodes[seg.head] || null;
+          for (const t of mid) body.insertBefore(tokenSpan(t, made.seg, showTokens), at);
+          old.node.className = segClass(made.seg);
+          old.node.querySelector(".wb-seg-label").textContent = segLabel(made.seg);
+          return { ...made, node: old.node };
+        }
+        return { ...made, node: renderSegment(made.seg, made.tokens, showTokens, warningsFor(seg.seq), lazy) };
+      }
       const tokens = decodeRuns(seg, ids, ends, special, offset);
       offset += seg.end - seg.start;
       return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq), lazy) };
@@ -212,8 +250,8 @@ function render({ model, el }) {
         next.push(s);
       }
     }
-    const staying = new Set(next);
-    for (const s of segs) if (!staying.has(s)) { if (near) near.unobserve(s.node); s.node.remove(); }
+    const staying = new Set(next.map((s) => s.node));
+    for (const s of segs) if (!staying.has(s.node)) { if (near) near.unobserve(s.node); s.node.remove(); }
     // Put the nodes in order, touching only those not already where they belong.
     let before = null;
     for (let i = next.length - 1; i >= 0; i--) {
