@@ -53,7 +53,7 @@ from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .semantic_panel import semantic_html
 from .state import AUTO, Panels, WorkbenchState
 from .teaching import StepThrough
-from .viewmodel import Patch, PatchFeed
+from .viewmodel import Patch, PatchFeed, page_header
 
 pn = require("panel", "the web app")
 import param  # noqa: E402  (comes with panel)
@@ -80,6 +80,7 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
         self.patches_sent: list[int] = []
         # Not synced: they travel inside each patch, so a keystroke sends one message, no property.
         self.header: dict[str, Any] = {}
+        self._shown: dict[str, Any] = {}     # the header as the page has it (page_header)
         self.version = 0
         self._socket: Callable[[bytes], bool] | None = None   # the channel's view socket, when open
         self.param.watch(lambda _e: self._resync(), "sync")
@@ -95,10 +96,11 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
         content, buffers = patch.message()
         # A patch that replaces everything applies to any state; any other only to the version before it.
         whole = patch.keep == 0 and patch.runs is None
-        if not whole:   # the header's parts that changed (the list of dropped messages rarely does)
-            content["header_changes"] = {k: v for k, v in content.pop("header").items() if self.header.get(k) != v}
+        shown = content["header"] = page_header(patch.header)
+        if not whole:   # the header's parts that changed
+            content["header_changes"] = {k: v for k, v in content.pop("header").items() if self._shown.get(k) != v}
         content.update(version=self.version + 1, base=None if whole else self.version)
-        self.header, self.version = patch.header, self.version + 1
+        self.header, self._shown, self.version = patch.header, shown, self.version + 1
         if self.error:
             self.error = ""
         if self._socket is not None and self._socket(encode_patch(content, buffers)):

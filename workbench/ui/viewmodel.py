@@ -248,3 +248,12 @@ def header(result: "AssemblyResult", n_segments: int) -> dict[str, Any]:
         "diagnostics": [d.to_json() for d in result.diagnostics],
         "timings_ms": {k: round(v, 3) for k, v in result.timings_ms.items()},
     }
+
+
+def page_header(h: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a header the token view's page reads (its header line, its inline warnings): what
+    a patch carries to it, so that a keystroke's carries no timings and no list of dropped messages."""
+    b = h["budget"]
+    return {**{k: h[k] for k in ("template", "tokenizer", "total_tokens", "segments", "reused_segments", "cache_key")},
+            "budget": {"used": b["used"], "input_budget": b["input_budget"]},
+            "diagnostics": [d for d in h["diagnostics"] if d.get("seq") is not None and d.get("level") != "info"]}
