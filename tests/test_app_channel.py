@@ -94,7 +94,7 @@ def test_only_the_apps_own_origins_may_open_it() -> None:
     assert not _origin_allowed("http://evil.example:5006", allowed)
     assert not _origin_allowed("null", allowed) and not _origin_allowed("", allowed)
     assert _origin_allowed("http://10.0.0.2:5006", ["*:5006"])
-    assert _origin_allowed("http://[::1]:5006", ["[::1]:5006"])
+    assert _origin_allowed("http://[::1]:5006", ["[::1]:5006"]) and _origin_allowed("http://[::1]:5006", ["::1:5006"])
 
 
 # ------------------------------------------------------------------------------ the door, a real server

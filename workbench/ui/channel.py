@@ -212,9 +212,8 @@ def _origin_allowed(origin: str, allowed: list[str]) -> bool:
     if url.scheme not in ("http", "https") or not url.hostname:
         return False
     port = url.port or (443 if url.scheme == "https" else 80)
-    host = url.hostname.lower()
-    host = f"[{host}]" if ":" in host else host
-    return f"{host}:{port}" in allowed or f"*:{port}" in allowed
+    host = url.hostname.lower()    # an IPv6 address: as the app lists it ("::1:PORT") or bracketed
+    return any(f"{h}:{port}" in allowed for h in (host, f"[{host}]", "*"))
 
 
 class ChannelSocket(WebSocketHandler):  # type: ignore[misc]
