@@ -38,11 +38,13 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from tornado.ioloop import IOLoop
-from tornado.websocket import WebSocketClosedError, WebSocketHandler
-
+from .._optional import require
 from ..errors import ChannelError
 from ..strict_json import loads
+
+_websocket = require("tornado.websocket", "the web app's keystroke channel")   # Tornado comes with Panel
+IOLoop = require("tornado.ioloop").IOLoop
+WebSocketClosedError, WebSocketHandler = _websocket.WebSocketClosedError, _websocket.WebSocketHandler
 
 PATH = "/wb-channel"
 MAX_FRAME = 8 * 1024 * 1024     # characters: a 1,000,000-character message, escaped, still fits
