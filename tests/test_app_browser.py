@@ -320,10 +320,10 @@ def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: b
 VIEW_IN_A_PAGE = """
 async ({src}) => {
   const mod = await import("data:text/javascript;base64," + src);
-  const handlers = {};
+  const handlers = {}, sent = [];
   const attrs = {error: "", version: 1, header: {}};
   const model = {get: (k) => attrs[k], set: (k, v) => { attrs[k] = v; }, on: (ev, cb) => { handlers[ev] = cb; },
-                 save_changes: () => {}, send: () => {}};
+                 save_changes: () => {}, send: (m) => sent.push(m)};
   const el = document.createElement("div");
   document.body.appendChild(el);
   mod.default.render({model, el});
@@ -368,9 +368,14 @@ SPLICE_HARNESS = VIEW_IN_A_PAGE + """
                           segments: [seg(" B!", 5, {from: 0, head: 2, tail: 1, chars: [3, 2]})]},
                          bufs([5, 6], [2, 3]));
   const after = [...el.querySelectorAll(".wb-seg span")];
+  // A change to a segment it does not hold: not applied, the whole view asked for instead.
+  const asked = sent.length;
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, runs: [{new: 1}],
+                          segments: [seg("x", 1, {from: 7, head: 0, tail: 0, chars: [0, 0]})]}, bufs([9], [1]));
   return {pieces: after.map((e) => e.textContent), titles: after.map((e) => e.title.split(" ")[1]),
           same: [after[0] === before[0], after[1] === before[1], after[4] === before[3]],
-          label: el.querySelector(".wb-seg-label").textContent};
+          label: el.querySelector(".wb-seg-label").textContent, resync: sent.slice(asked),
+          still: [...el.querySelectorAll(".wb-seg span")].map((e) => e.textContent).join("")};
 }
 """
 
@@ -380,6 +385,7 @@ def test_the_token_view_module_splices_a_change_in_place(browser) -> None:  # ty
     assert got["pieces"] == ["a", "😀", " B", "!", " c"] and got["titles"] == ["1", "2", "5", "6", "4"]
     assert got["same"] == [True, True, True]          # the kept tokens' spans were not redrawn
     assert "5 tokens [0:5]" in got["label"]
+    assert got["resync"] == [{"type": "sync"}] and got["still"] == "a😀 B! c"   # a stale change: not applied
 
 
 LAZY_HARNESS = VIEW_IN_A_PAGE + """

@@ -194,14 +194,14 @@ function render({ model, el }) {
   const apply = (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
     performance.mark("wb-received");
-    if (msg.version !== undefined && msg.version !== null) {
-      if (msg.version <= version) return; // older than what we hold (it came the other way)
-      if (msg.base !== null && msg.base !== undefined && msg.base !== version) {
-        if (!resyncing) { resyncing = true; askAll(); } // once, until a whole view comes
-        return;
-      }
-      version = msg.version;
+    // A change to a segment we do not hold (with its tokens) cannot apply: ask for the whole view.
+    const stale = msg.segments.some((s) => s.from !== undefined && !(segs[s.from] && segs[s.from].tokens));
+    if (msg.version !== undefined && msg.version !== null && msg.version <= version) return; // came the other way, late
+    if (stale || (msg.base !== null && msg.base !== undefined && msg.base !== version)) {
+      if (!resyncing) { resyncing = true; askAll(); } // once, until a whole view comes
+      return;
     }
+    if (msg.version !== undefined && msg.version !== null) version = msg.version;
     if (msg.header) { header = msg.header; drawHeader(); }
     if (msg.header_changes) { header = { ...header, ...msg.header_changes }; drawHeader(); }
     const got = buffers && buffers.length ? buffers : msg.buffers || [];

@@ -95,7 +95,7 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
     def _deliver(self, patch: Patch) -> None:
         content, buffers = patch.message()
         # A patch that replaces everything applies to any state; any other only to the version before it.
-        whole = patch.keep == 0 and patch.runs is None
+        whole = patch.keep == 0 and patch.runs is None and not any("from" in s for s in patch.segments)
         shown = content["header"] = page_header(patch.header)
         if not whole:   # the header's parts that changed
             content["header_changes"] = {k: v for k, v in content.pop("header").items() if self._shown.get(k) != v}
