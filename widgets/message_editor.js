@@ -233,7 +233,11 @@ function render({ model, el }) {
     }
   };
 
-  model.on("change:messages", draw);
+  model.on("change:messages", () => {
+    const ch = channels.get(model);
+    if (ch) ch.sent.clear(); // the list came from the server (a revert, another turn): next edits go whole
+    draw();
+  });
   model.on("change:turn_cut", draw);
   model.on("change:error", draw);
   addBar();
