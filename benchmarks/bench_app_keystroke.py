@@ -1,7 +1,8 @@
 """Keystroke to repainted token view, in a real browser: `workbench app` on the 1,000-message sample
-session, Chromium driven by Playwright, typing into the last message.
+session, Chromium driven by Playwright, typing into the last message; then a template switch.
 
 Run:  .venv/bin/python benchmarks/bench_app_keystroke.py [--keys 60] [--session sample_sessions/bench_1000.json]
+      [--wait-panels]
 
 For each key: the time from its keydown (a listener in the page, `performance.now()`) to the
 first `wb-painted-N` performance mark after it. The token view sets that mark in the animation
@@ -10,15 +11,27 @@ typed one at a time, each after the previous repaint plus a typing pause (--paus
 person typing; a burst of keys typed faster than the app can assemble is reported too (from the
 last key to the repaint that shows it: edits arriving meanwhile are coalesced).
 
-Where the time goes: the app runs with WORKBENCH_TRACE=1 and logs, per assembly shown, when the
-first edit it folds in arrived in Python, when the assembly started and when its patch was handed
-to Panel (wall clock); each key's keydown and repaint are taken on the same clock
-(performance.timeOrigin), so a key splits into browser -> server (the page's handler, the websocket,
-Bokeh applying the change), server (assembly, patch), and server -> repaint.
+Typing starts 3 s after the first view, while the app's first run of the slower panels (every
+turn assembled once, the provider simulations: about 10 s on bench_1000.json) still holds one core
+on a worker thread; with --wait-panels it starts once the cache panel shows that run's result.
 
-Bytes: every websocket frame the page receives while a key is handled is counted, and compared
-with the frames of the first full view (the whole prompt). The issue's bar: p95 <= 100 ms, and
-bytes per update proportional to the changed segments, not to the prompt.
+Where the time goes: the app runs with WORKBENCH_TRACE=1 and logs, per assembly shown, when the
+edit it folds in arrived in Python (the keystroke channel's frame, or Bokeh's change when the page
+uses the model sync), when the assembly started and when its patch was handed on (wall clock);
+each key's keydown and repaint are taken on the same clock (performance.timeOrigin), so a key
+splits into browser -> server (the page's handler, the socket), server (the hop onto the
+document's lock, the assembly, the patch) and server -> repaint (the frame, applying it, the
+next animation frame).
+
+Bytes: every websocket frame the page receives while a key is handled is counted (on the channel
+and on Bokeh's socket), and compared with the frames of the first full view; the frames it sends
+are counted too. The issue's bar: p95 <= 100 ms, and bytes per update proportional to the change,
+not to the prompt.
+
+Template switch: the Template select is changed to llama3 and back, each after the view settled.
+From the select's `input` event to the frame that paints the token spans of the segments in sight
+(`wb-drawn-painted`: a whole view draws the text first and each segment's tokens as it scrolls
+near); the first repaint is split as above (browser -> server ends when the assembly starts).
 """
 
 from __future__ import annotations
@@ -36,11 +49,23 @@ sys.path.insert(0, str(ROOT / "tests"))
 from browser import AppServer, find_chromium, launch_args  # noqa: E402
 
 PAINTS = "performance.getEntriesByType('mark').filter(m => m.name.startsWith('wb-painted-'))"
+# The first mark named `prefix`... after the last event of `kind` the page recorded: ms after that event.
+AFTER = ("([kind, prefix]) => { const k = window.__at[kind].at(-1); return performance.getEntriesByType('mark')"
+         ".filter(m => m.startTime > k && m.name.startsWith(prefix)).map(m => m.startTime - k)[0]; }")
 
 
 def percentile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def med_p95(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f} / {percentile(xs, 0.95):.1f}" if xs else "n/a"
+
+
+def read_traces(text: str) -> list[dict[str, float]]:
+    return [dict((k, float(v)) for k, v in (f.split("=") for f in line.split()[1:]))
+            for line in text.splitlines() if line.startswith("trace ")]
 
 
 def main() -> None:
@@ -49,7 +74,9 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=60)
     ap.add_argument("--pause-ms", type=int, default=120, help="typing pause after each repaint")
     ap.add_argument("--burst", type=int, default=15, help="keys typed 30 ms apart, for the coalescing figure")
+    ap.add_argument("--wait-panels", action="store_true", help="type once the first panels run is shown")
     args = ap.parse_args()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     chromium = find_chromium()
@@ -62,71 +89,99 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=chromium, headless=True, args=launch_args())
             page = browser.new_page(viewport={"width": 1500, "height": 1000})
             received: list[int] = []
-            page.on("websocket", lambda ws: ws.on("framereceived", lambda f: received.append(
-                len(f) if isinstance(f, (bytes, str)) else 0)))
+            sent: list[int] = []
+            channel: list[int] = []      # received on the keystroke channel
+            size = lambda f: len(f) if isinstance(f, (bytes, str)) else 0   # noqa: E731
+            page.on("websocket", lambda ws: (
+                ws.on("framereceived", lambda f: (received.append(size(f)),
+                                                  "/wb-channel" in ws.url and channel.append(size(f)))),
+                ws.on("framesent", lambda f: sent.append(size(f)))))
             t0 = time.perf_counter()
             page.goto(app.url, timeout=120_000)
             page.locator(".wb-seg").first.wait_for(timeout=120_000)
             page.wait_for_function(f"{PAINTS}.length >= 1", timeout=60_000)
             load_s = time.perf_counter() - t0
-            time.sleep(3)                      # let the first panels run finish (every turn assembled once)
+            if args.wait_panels:     # the first panels run over every turn is shown
+                page.locator(".wb-sources").first.wait_for(state="attached", timeout=300_000)
+            time.sleep(3)
             first_view_bytes = sum(received)
             header = page.locator(".wb-token-view .wb-header").inner_text()
-            page.evaluate("() => { window.__keys = []; document.addEventListener('keydown', "
-                          "() => window.__keys.push(performance.now()), true); }")
+            via = page.locator(".wb-token-view").evaluate("el => el.wbChannel && el.wbChannel.readyState === 1")
+            page.evaluate("() => { window.__at = {keydown: [], input: []}; for (const k of ['keydown', 'input']) "
+                          "document.addEventListener(k, () => window.__at[k].push(performance.now()), true); }")
             box = page.locator(".wb-me-row").last.locator("textarea[data-field=content]")
             box.click()
             page.keyboard.press("End")
             origin = page.evaluate("() => performance.timeOrigin")
-            lat, sizes, recv, keys_at = [], [], [], []
+            lat, sizes, up, recv, keys_at = [], [], [], [], []
             for i in range(args.keys):
                 n = page.evaluate(f"() => {PAINTS}.length")
                 received.clear()
+                sent.clear()
                 page.keyboard.type("abcdefghij"[i % 10])
                 page.wait_for_function(f"() => {PAINTS}.length > {n}", timeout=10_000)
-                got = page.evaluate(f"() => {{ const k = window.__keys[window.__keys.length - 1]; "
-                                    f"return {PAINTS}.filter(m => m.startTime > k).map(m => m.startTime - k)[0]; }}")
-                lat.append(got)
-                keys_at.append(origin + page.evaluate("() => window.__keys[window.__keys.length - 1]"))
-                recv.append(page.evaluate("() => { const k = window.__keys[window.__keys.length - 1]; return "
-                                          "performance.getEntriesByName('wb-received').filter(m => m.startTime > k)"
-                                          ".map(m => m.startTime - k)[0]; }"))
+                lat.append(page.evaluate(AFTER, ["keydown", "wb-painted-"]))
+                keys_at.append(origin + page.evaluate("() => window.__at.keydown.at(-1)"))
+                recv.append(page.evaluate(AFTER, ["keydown", "wb-received"]))
                 time.sleep(args.pause_ms / 1000)
                 sizes.append(sum(received))
+                up.append(sum(sent))
             # A burst: keys faster than an update; measure from the last key to the repaint after it.
             marker = "Z" * args.burst
             for ch in marker:
                 page.keyboard.type(ch)
                 time.sleep(0.03)
             page.locator(".wb-token-view", has_text=marker).wait_for(timeout=20_000)   # pierces shadow roots
-            burst = page.evaluate(f"() => {{ const k = window.__keys[window.__keys.length - 1]; "
-                                  f"return {PAINTS}.filter(m => m.startTime > k).map(m => m.startTime - k)[0]; }}")
+            burst = page.evaluate(AFTER, ["keydown", "wb-painted-"])
+            # Template switches: to llama3 and back, each from the select's change to the repaint.
+            switches = []
+            for name in ("llama3", "qwen2.5"):
+                time.sleep(2)
+                page.get_by_label("Template", exact=True).select_option(name)
+                page.locator(".wb-token-view .wb-header", has_text=f"{name} ·").wait_for(timeout=60_000)
+                page.wait_for_function(f"() => {PAINTS}.filter(m => m.startTime > window.__at.input.at(-1)).length",
+                                       timeout=60_000)
+                at = origin + page.evaluate("() => window.__at.input.at(-1)")
+                try:
+                    page.wait_for_function("() => performance.getEntriesByName('wb-drawn-painted').filter(m => "
+                                           "m.startTime > window.__at.input.at(-1)).length", timeout=10_000)
+                except PlaywrightTimeout:   # a view that draws every token at once (before issue 16)
+                    pass
+                got = [page.evaluate(AFTER, ["input", m]) for m in
+                       ("wb-painted-", "wb-received", "wb-patched-", "wb-drawn-painted")]
+                switches.append((name, at, *got[:3], got[3] if got[3] is not None else got[0]))
             browser.close()
     finally:
         app.stop()
-    traces = [dict((k, float(v)) for k, v in (f.split("=") for f in line.split()[1:]))
-              for line in app.stderr(None).splitlines() if line.startswith("trace ")]
+    traces = read_traces(app.stderr(None))
     split = []   # per key: browser -> server, server, server -> repaint
     for at, total in zip(keys_at, lat):
         t = next((t for t in traces if t["edit"] >= at - 1), None)
         if t is not None:
             split.append((t["edit"] - at, t["sent"] - t["edit"], at + total - t["sent"]))
-    print(f"session {args.session}: {header.split(' · ')[2]} , first view in {load_s:.1f} s "
-          f"({first_view_bytes / 1e6:.2f} MB received)")
+    print(f"session {args.session}: {header.split(' · ')[2]}, first view in {load_s:.1f} s "
+          f"({first_view_bytes / 1e6:.2f} MB received); keystroke channel {'open' if via else 'NOT open'}; "
+          f"typing {'after' if args.wait_panels else 'during'} the first panels run")
     print(f"keystroke -> repainted token view, {len(lat)} keys typed one at a time:")
     print(f"  median {statistics.median(lat):.1f} ms   p95 {percentile(lat, 0.95):.1f} ms   max {max(lat):.1f} ms"
           f"   (bar: p95 <= 100 ms)")
-    print(f"  of which keystroke -> patch received: median {statistics.median(recv):.1f} ms, "
-          f"p95 {percentile(recv, 0.95):.1f} ms (the rest is applying and painting it)")
+    print(f"  of which keystroke -> patch received: {med_p95(recv)} ms (median / p95; the rest applies and paints it)")
     if split:
-        med = [statistics.median(x[i] for x in split) for i in range(3)]
-        p95 = [percentile([x[i] for x in split], 0.95) for i in range(3)]
-        print(f"  split (median / p95 ms): keydown -> edit in Python {med[0]:.1f} / {p95[0]:.1f}; "
-              f"edit -> patch sent {med[1]:.1f} / {p95[1]:.1f}; patch sent -> repaint {med[2]:.1f} / {p95[2]:.1f}")
-    print(f"bytes received per keystroke: median {statistics.median(sizes):,.0f}, max {max(sizes):,} "
-          f"= {statistics.median(sizes) / max(first_view_bytes, 1):.4%} of the first full view")
+        print("  split (median / p95 ms): " + "; ".join(
+            f"{name} {med_p95([x[i] for x in split])}" for i, name in
+            enumerate(("browser -> server", "server", "server -> repaint"))))
+    print(f"bytes per keystroke: received median {statistics.median(sizes):,.0f} (max {max(sizes):,}), "
+          f"{statistics.median(sizes) / max(first_view_bytes, 1):.4%} of the first full view; "
+          f"sent median {statistics.median(up):,.0f}")
     print(f"burst of {args.burst} keys 30 ms apart: "
           f"last key -> repaint {burst if burst is None else round(burst, 1)} ms")
+    for name, at, total, got, applied, drawn in switches:
+        t = next((t for t in traces if t["assemble"] >= at - 1), None)
+        parts = "" if t is None or total is None else (
+            f" (browser -> server {t['assemble'] - at:.0f}, server {t['sent'] - t['assemble']:.0f}, "
+            f"server -> repaint {at + total - t['sent']:.0f}: the frame in at {got:.0f}, applied at {applied:.0f})")
+        print(f"template switch to {name}: change -> its tokens on screen {drawn:.0f} ms   (bar: <= 1 s); "
+              f"first repaint (the text) {total:.0f} ms{parts}")
 
 
 if __name__ == "__main__":

@@ -294,31 +294,42 @@ async ({src, anywidget}) => {
 """
 
 
-@pytest.mark.parametrize("anywidget", [True, False], ids=["anywidget", "panel"])
-def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: bool) -> None:  # type: ignore[no-untyped-def]
+def in_blank_page(browser, harness: str, css: bool = False, **args: object) -> dict:  # type: ignore[no-untyped-def]
+    """Run a harness over the token view's module (as `src`) in a blank page; what it returns."""
     import base64
 
-    page = browser.new_page()
+    page = browser.new_page(viewport={"width": 1000, "height": 600})
     try:
         page.goto("about:blank")
+        if css:
+            page.add_style_tag(content=(ROOT / "widgets" / "token_view.css").read_text("utf-8"))
         src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
-        got = page.evaluate(HOSTS_HARNESS, {"src": src, "anywidget": anywidget})
+        return page.evaluate(harness, {"src": src, **args})
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("anywidget", [True, False], ids=["anywidget", "panel"])
+def test_the_token_view_module_speaks_both_hosts_protocols(browser, anywidget: bool) -> None:  # type: ignore[no-untyped-def]
+    got = in_blank_page(browser, HOSTS_HARNESS, anywidget=anywidget)
     assert got["sent"] == ([{"type": "sync"}] if anywidget else [{"sync": 1}])
     assert got["pieces"] == [["AB", "wb-special"], ["c", "wb-tok"], ["DE", "wb-tok"]]   # boundaries shown
 
 
-RUNS_HARNESS = """
+# The token view's module in a blank page with a stand-in anywidget model; `handlers` gets its callbacks.
+VIEW_IN_A_PAGE = """
 async ({src}) => {
   const mod = await import("data:text/javascript;base64," + src);
-  const handlers = {};
+  const handlers = {}, sent = [];
   const attrs = {error: "", version: 1, header: {}};
   const model = {get: (k) => attrs[k], set: (k, v) => { attrs[k] = v; }, on: (ev, cb) => { handlers[ev] = cb; },
-                 save_changes: () => {}, send: () => {}};
+                 save_changes: () => {}, send: (m) => sent.push(m)};
   const el = document.createElement("div");
   document.body.appendChild(el);
   mod.default.render({model, el});
+"""
+
+RUNS_HARNESS = VIEW_IN_A_PAGE + """
   const seg = (seq, text, start, end) => ({kind: "message", role: "user", seq, text, start, end, source: "fresh"});
   const bufs = (ids, ends) => [new Uint32Array(ids), new Uint32Array(ends), new Uint8Array(ids.length)]
     .map((a) => new DataView(a.buffer));
@@ -337,18 +348,73 @@ async ({src}) => {
 
 
 def test_the_token_view_module_keeps_moved_segments(browser) -> None:  # type: ignore[no-untyped-def]
-    import base64
-
-    page = browser.new_page()
-    try:
-        page.goto("about:blank")
-        src = base64.b64encode((ROOT / "widgets" / "token_view.js").read_bytes()).decode()
-        got = page.evaluate(RUNS_HARNESS, {"src": src})
-    finally:
-        page.close()
+    got = in_blank_page(browser, RUNS_HARNESS)
     assert got["texts"] == ["A", "C", "D"]
     assert got["reused"] == [True, True]                 # the same DOM nodes, not redrawn
     assert "[1:2]" in got["labels"][1] and "[2:3]" in got["labels"][2]   # the moved one relabelled
+
+
+SPLICE_HARNESS = VIEW_IN_A_PAGE + """
+  const seg = (text, end, more) => ({kind: "message", role: "user", seq: 0, text, start: 0, end, source: "fresh",
+                                    ...more});
+  const bufs = (ids, ends) => [new Uint32Array(ids), new Uint32Array(ends), new Uint8Array(ids.length)]
+    .map((a) => new DataView(a.buffer));
+  // "a😀 b c" as four tokens: "a", "😀" (two UTF-16 units), " b", " c".
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, segments: [seg("a😀 b c", 4)]},
+                         bufs([1, 2, 3, 4], [1, 3, 5, 7]));
+  const before = [...el.querySelectorAll(".wb-seg span")];
+  // " b" becomes " B!" (two tokens): head 2 ("a😀", 3 units), tail 1 (" c", 2 units).
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, runs: [{new: 1}],
+                          segments: [seg(" B!", 5, {from: 0, head: 2, tail: 1, chars: [3, 2]})]},
+                         bufs([5, 6], [2, 3]));
+  const after = [...el.querySelectorAll(".wb-seg span")];
+  // A change to a segment it does not hold: not applied, the whole view asked for instead.
+  const asked = sent.length;
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, runs: [{new: 1}],
+                          segments: [seg("x", 1, {from: 7, head: 0, tail: 0, chars: [0, 0]})]}, bufs([9], [1]));
+  return {pieces: after.map((e) => e.textContent), titles: after.map((e) => e.title.split(" ")[1]),
+          same: [after[0] === before[0], after[1] === before[1], after[4] === before[3]],
+          label: el.querySelector(".wb-seg-label").textContent, resync: sent.slice(asked),
+          still: [...el.querySelectorAll(".wb-seg span")].map((e) => e.textContent).join("")};
+}
+"""
+
+
+def test_the_token_view_module_splices_a_change_in_place(browser) -> None:  # type: ignore[no-untyped-def]
+    got = in_blank_page(browser, SPLICE_HARNESS)
+    assert got["pieces"] == ["a", "😀", " B", "!", " c"] and got["titles"] == ["1", "2", "5", "6", "4"]
+    assert got["same"] == [True, True, True]          # the kept tokens' spans were not redrawn
+    assert "5 tokens [0:5]" in got["label"]
+    assert got["resync"] == [{"type": "sync"}] and got["still"] == "a😀 B! c"   # a stale change: not applied
+
+
+LAZY_HARNESS = VIEW_IN_A_PAGE + """
+  const N = 60, T = 100, segs = [];
+  const ids = new Uint32Array(N * T), ends = new Uint32Array(N * T), special = new Uint8Array(N * T);
+  for (let s = 0; s < N; s++) {
+    let text = "";
+    for (let t = 0; t < T; t++) { text += `w${t} `; ids[s * T + t] = t; ends[s * T + t] = text.length; }
+    segs.push({kind: "message", role: "user", seq: s, text, start: s * T, end: (s + 1) * T, source: "fresh"});
+  }
+  handlers["msg:custom"]({type: "patch", keep: 0, header: {}, segments: segs},
+                         [ids, ends, special].map((a) => new DataView(a.buffer)));
+  const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const spans = () => [...el.querySelectorAll(".wb-seg")].map((s) => s.querySelectorAll("span").length);
+  await frame(); await frame();
+  const first = spans();
+  el.querySelector(".wb-token-view").scrollTop = 1e9;
+  await frame(); await frame();
+  return {first, after: spans(), sameText: [...el.querySelectorAll(".wb-seg")].every((s, i) =>
+    s.lastChild.textContent === segs[i].text)};
+}
+"""
+
+
+def test_a_whole_view_draws_tokens_where_they_are_seen(browser) -> None:  # type: ignore[no-untyped-def]
+    got = in_blank_page(browser, LAZY_HARNESS, css=True)
+    assert got["sameText"]                                   # every segment shows its text, drawn or not
+    assert got["first"][0] == 100 and got["first"][-1] == 0  # tokens near the top only
+    assert got["after"][-1] == 100                           # scrolled down: drawn there too
 
 
 def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type: ignore[no-untyped-def]

@@ -4,6 +4,8 @@ operations, atomic saves, autosave and restore, and live assembly that stays exa
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +212,34 @@ def test_the_autosave_status_is_true_only_once_the_edit_is_on_disk(tmp_path: Pat
     for fn in host.later[-1:]:
         fn()
     assert host.autosaved == 1
+
+
+def test_the_panels_worker_yields_to_an_edit_on_its_way(tmp_path: Path) -> None:
+    state = WorkbenchState(SAMPLES["coding_corrections.json"], autosave=Autosave(tmp_path))
+    paused: list[int] = []
+    state.panels(pause=lambda: paused.append(1))
+    assert len(paused) == state.doc.turn_count                # before each turn it assembles
+    host = LaterHost()
+    c = Controller(state, host, background=False)
+    waiting: list[bool] = []
+
+    def show_result(result: Any) -> None:                       # the edit's patch is being made
+        worker = threading.Thread(target=c.yield_to_edits)
+        worker.start()
+        worker.join(0.15)
+        waiting.append(worker.is_alive())                       # the worker waits meanwhile
+        host.results.append(result)
+
+    host.show_result = show_result  # type: ignore[method-assign]
+    c.op({"op": "set", "index": 1, "field": "content", "value": "shown first"})
+    assert waiting == [True]
+    start = time.monotonic()
+    c.yield_to_edits()                                          # shown: it goes on at once
+    assert time.monotonic() - start < 0.1
+    c.op({"op": "set", "index": 99, "field": "content", "value": "no such message"})
+    assert host.edit_errors[-1]["index"] == 99 and time.monotonic() - start < 0.1
+    c.yield_to_edits()                                          # a failed edit holds nothing either
+    assert time.monotonic() - start < 0.2
 
 
 def test_prefix_diff_of_the_selected_turn() -> None:

@@ -59,7 +59,10 @@ def test_update_sends_only_what_changed() -> None:
     # The edited message travels; the generation prompt after it is kept, moved by 2 tokens.
     assert p.keep == n - 2 and len(p.segments) == 1
     assert p.runs == [{"old": 0, "count": n - 2, "shift": 0}, {"new": 1}, {"old": n - 1, "count": 1, "shift": 2}]
-    assert np.array_equal(ids, r.segments[n - 2].token_ids)
+    # As the change alone: the message's tokens before the edit are kept, the new ones travel.
+    seg, edited_ids = p.segments[0], r.segments[n - 2].token_ids
+    assert seg["from"] == n - 2 and seg["head"] > 0 and len(ids) < 6 and "Thanks!" in seg["text"]
+    assert np.array_equal(ids, edited_ids[seg["head"]:len(edited_ids) - seg["tail"]])
     assert p.nbytes * 20 < full.nbytes  # bytes follow the change, not the prompt
     vm.reset()
     assert vm.update(r).keep == 0
@@ -74,14 +77,37 @@ def test_switching_template_resends_the_changed_segments() -> None:
     assert p.keep == 0 and p.header["template"] == "llama3"
 
 
+def u16(text: str) -> bytes:
+    return text.encode("utf-16-le", "surrogatepass")
+
+
+def spelled(seg: dict) -> bool:
+    """The segment's tokens spell its text, piece by piece at its ends (UTF-16 units, as the page slices)."""
+    t, e = u16(seg["text"]), seg["ends"]
+    return not e or not e[-1] or b"".join(t[2 * a:2 * b] for a, b in zip([0, *e[:-1]], e)) == t
+
+
 def apply(front: list[dict], patch) -> list[dict]:  # type: ignore[no-untyped-def]
     """What the front end does with a patch (widgets/token_view.js), on plain dicts."""
-    ids, _, _ = unpack(patch)
+    ids, ends, _ = unpack(patch)
     new, off = [], 0
     for seg in patch.segments:
-        n = seg["end"] - seg["start"]
-        new.append({**seg, "ids": ids[off:off + n].tolist()})
+        n = seg["end"] - seg["start"] - seg.get("head", 0) - seg.get("tail", 0)
+        got_ids, got_ends = ids[off:off + n].tolist(), ends[off:off + n].tolist()
         off += n
+        if "from" in seg:     # the change alone, in place of a segment held
+            old, (a, b), h, tail = front[seg["from"]], seg["chars"], seg["head"], seg["tail"]
+            t = u16(old["text"])
+            text = (t[:2 * a] + u16(seg["text"]) + t[len(t) - 2 * b:]).decode("utf-16-le", "surrogatepass")
+            moved = (len(u16(text)) - len(t)) // 2
+            k = len(old["ids"]) - tail
+            seg = {**{x: v for x, v in seg.items() if x not in ("from", "head", "tail", "chars")}, "text": text,
+                   "ids": old["ids"][:h] + got_ids + old["ids"][k:],
+                   "ends": old["ends"][:h] + [e + a for e in got_ends] + [e + moved for e in old["ends"][k:]]}
+        else:
+            seg = {**seg, "ids": got_ids, "ends": got_ends}
+        assert spelled(seg), seg["text"]
+        new.append(seg)
     if patch.runs is None:
         return front[:patch.keep] + new
     out, k = [], 0
@@ -115,3 +141,27 @@ def test_patches_rebuild_the_prompt_through_truncation_shifts() -> None:
     # Some update dropped more messages than the one before, and its patch kept the moved segments.
     grew = [i for i in range(1, len(sizes)) if sizes[i][1] > sizes[i - 1][1]]
     assert grew and all(sizes[i][2] and sizes[i][0] * 5 < sizes[0][0] for i in grew), sizes
+
+
+def test_a_change_alone_rebuilds_what_a_whole_view_shows_emoji_included() -> None:
+    # Edits at the start, middle and end of a message with characters past U+FFFF (two UTF-16
+    # units each, as the page counts): each patch sends the change alone, and what the front end
+    # rebuilds from it (text, ids, ends) is what a new view is sent whole.
+    asm = Assembler(template="qwen2.5", cache=None)
+    s = asm.session()
+    vm, fresh = TokenViewModel(asm.tokenizer), TokenViewModel(asm.tokenizer)
+    front: list[dict] = []
+    plan = "plan: 😀 grind 🫘🫘 beans, then brew ☕ slowly"
+    texts = ["Plan: 😀 grind 🫘 beans, then brew ☕ slowly.", f"P{plan[1:]}.", f"New {plan}.", f"New {plan}! 🎉",
+             f"New {plan}! x"]
+    for i, text in enumerate(texts):
+        r = s.assemble({"messages": [{"role": "user", "content": "Hi 👋"}, {"role": "assistant", "content": "Hello."},
+                                     {"role": "user", "content": text}]})
+        p = vm.update(r)
+        front = apply(front, p)
+        if i:
+            assert [seg.get("from") for seg in p.segments] == [3], p.segments   # the last message, in place
+        whole = apply([], fresh.update(r))
+        fresh.reset()
+        assert [(f["text"], f["ids"], f["ends"]) for f in front] == [(f["text"], f["ids"], f["ends"]) for f in whole]
+        assert whole[3]["ends"][-1] == len(u16(whole[3]["text"])) // 2     # ends count UTF-16 units

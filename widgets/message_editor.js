@@ -4,14 +4,66 @@
 // Every edit goes to Python as an operation ({op: "set"|"insert"|"delete"|"move", ...}); Python
 // applies it to the session document and re-assembles. Text edits are applied here too, so Python
 // never echoes the list back per keystroke; structural edits come back as a new `messages`.
-// Operations travel by model.send where the host has it (anywidget), else through the synced `ops`
-// list (Panel's adapter): see sendOp.
+// Operations travel by model.send where the host has it (anywidget); in `workbench app`, over the
+// page's keystroke channel (a websocket of its own, see openChannel) once it is open; else through
+// the synced `ops` list (Panel's adapter): see sendOp.
 
 const ROLES = ["system", "user", "assistant", "tool", "developer"];
 const PREVIEW = 90;
 
 const queues = new WeakMap(); // model -> {n, ops}: the operations the Panel host may not have read yet
+const channels = new WeakMap(); // model -> the open keystroke channel (openChannel)
 const STRUCTURAL = new Set(["insert", "delete", "move"]);
+const SPLICED = new Set(["content", "tool_call_id", "name"]); // text fields a splice may carry
+
+function splice(old, now) {
+  // The change from `old` to `now` as {at, remove, text}, never cutting a surrogate pair in two.
+  let p = 0;
+  const n = Math.min(old.length, now.length);
+  while (p < n && old.charCodeAt(p) === now.charCodeAt(p)) p++;
+  if (p > 0 && (old.charCodeAt(p - 1) & 0xfc00) === 0xd800) p--;
+  let s = 0;
+  while (s < n - p && old.charCodeAt(old.length - 1 - s) === now.charCodeAt(now.length - 1 - s)) s++;
+  if (s > 0 && (old.charCodeAt(old.length - s) & 0xfc00) === 0xdc00) s--;
+  return { at: p, remove: old.length - p - s, text: now.slice(p, now.length - s) };
+}
+
+function openChannel(model, info, onError) {
+  // The editor's end of the page's keystroke channel (workbench/ui/channel.py). Once the server says
+  // ready, operations go here; a text edit goes as a splice from the value last sent here (the first
+  // edit of a field after the channel opened goes whole). An error frame is shown inline; an
+  // out-of-sync one is answered with the field's whole value. Closed: back to the model.
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${info.path}`);
+  const ch = { ws, sent: new Map() };
+  ch.send = (op, n) => {
+    const key = `${op.index}/${op.field}`;
+    let out = op;
+    if (op.op === "set" && !op.json && SPLICED.has(op.field) && typeof op.value === "string") {
+      if (ch.sent.has(key)) {
+        const old = ch.sent.get(key);
+        out = { op: "splice", index: op.index, field: op.field, ...splice(old, op.value), length: old.length };
+      }
+      ch.sent.set(key, op.value);
+    } else if (STRUCTURAL.has(op.op)) ch.sent.clear(); // indices move: the next edits go whole
+    ws.send(JSON.stringify({ type: "op", op: { ...out, n } }));
+  };
+  ws.onopen = () => ws.send(JSON.stringify({ type: "hello", token: info.token, role: "editor" }));
+  ws.onmessage = (e) => {
+    const m = typeof e.data === "string" ? JSON.parse(e.data) : {};
+    if (m.type === "ready") channels.set(model, ch);
+    else if (m.type === "error" && m.code === "out-of-sync" && Number.isInteger(m.index)) {
+      ch.sent.delete(`${m.index}/${m.field}`);
+      const msg = (model.get("messages") || [])[m.index] || {};
+      if (typeof msg[m.field] === "string") sendOp(model, { op: "set", index: m.index, field: m.field, value: msg[m.field] });
+    } else if (m.type === "error") onError(`${m.code}: ${m.message}`);
+  };
+  ws.onclose = (e) => {
+    if (channels.get(model) === ch) channels.delete(model);
+    if (e.code !== 1000 && e.code !== 1001) onError(`closed (${e.code} ${e.reason}); edits go on through the page's model`);
+  };
+  return ws;
+}
+
 function sendOp(model, op) {
   if (typeof model.send === "function") { model.send({ type: "op", ...op }); return; }
   // Panel's adapter syncs a property, and its server applies only the latest value of a property
@@ -21,6 +73,8 @@ function sendOp(model, op) {
   let q = queues.get(model);
   if (!q) { q = { n: 0, ops: [] }; queues.set(model, q); }
   q.n += 1;
+  const ch = channels.get(model);
+  if (ch) { ch.send(op, q.n); return; }
   if (op.op === "set") {
     let cut = -1;
     q.ops.forEach((o, k) => { if (STRUCTURAL.has(o.op)) cut = k; });
@@ -61,8 +115,16 @@ function render({ model, el }) {
   list.className = "wb-me-list";
   const foot = document.createElement("div");
   foot.className = "wb-me-foot";
-  root.append(list, foot);
+  const channelError = document.createElement("div"); // a frame the keystroke channel refused
+  channelError.className = "wb-me-error wb-me-channel-error";
+  channelError.hidden = true;
+  root.append(channelError, list, foot);
   el.appendChild(root);
+  const info = model.get("channel") || {};
+  if (info.token && info.path && typeof WebSocket === "function" && typeof model.send !== "function") {
+    // The socket hangs on the element too, for tests and debugging.
+    root.wbChannel = openChannel(model, info, (text) => { channelError.textContent = `channel: ${text}`; channelError.hidden = false; });
+  }
   const open = new Set(); // indices whose editors are shown; the last message starts open
   let lastCount = -1;
 
@@ -96,6 +158,7 @@ function render({ model, el }) {
       if (!json && name === "content") msgs[i] = { ...msgs[i], content: box.value };
       else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
       performance.mark(`wb-input-${i}`);
+      channelError.hidden = true;
       sendOp(model, { op: "set", index: i, field: name, value: box.value, json });
     });
     wrap.appendChild(box);
@@ -170,7 +233,11 @@ function render({ model, el }) {
     }
   };
 
-  model.on("change:messages", draw);
+  model.on("change:messages", () => {
+    const ch = channels.get(model);
+    if (ch) ch.sent.clear(); // the list came from the server (a revert, another turn): next edits go whole
+    draw();
+  });
   model.on("change:turn_cut", draw);
   model.on("change:error", draw);
   addBar();

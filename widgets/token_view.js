@@ -1,11 +1,21 @@
 // Token view: one ES module for both hosts (anywidget in Jupyter, Panel's AnyWidget component).
 // The Python side sends patches: {keep, segments, header} plus three binary buffers for the
-// tokens of the new segments (ids uint32, ends uint32, special uint8). We keep what we were sent.
+// tokens of the new segments (ids uint32, ends uint32 in UTF-16 units as our strings count,
+// special uint8). We keep what we were sent. A new segment that takes the place of one we hold
+// (an edited message) may come as the change alone: `from` (the one it replaces), `head` and
+// `tail` (its tokens kept at each end), `chars` (the characters those spell), and the text and
+// tokens between; its spans in between are replaced, the others stay as they are.
 // Hosts differ in two places. anywidget passes the buffers as the callback's second argument
 // (DataViews) and has model.send. Panel's AnyWidget adapter passes one argument, so its host puts
 // the buffers in the message (msg.buffers: bytes, which arrive as ArrayBuffers), and it has no
 // model.send, so a new view asks for the whole state by bumping the synced `sync` counter.
+// In `workbench app` the patches come over the page's keystroke channel instead (a websocket of its
+// own, one binary frame per patch: see openChannel), once it is open. Patches from the app carry
+// their `version` and the `base` they apply to (null: a whole view); one that does not apply to what
+// we hold (it came the other way, or late) is not applied: the view asks for the whole state.
 
+const CHANNEL_WAIT_MS = 3000; // a channel not ready by then: the first view comes through the model
+const LAZY_TOKENS = 2000; // a patch with more tokens (a whole view) draws a segment's tokens when it scrolls near
 const FOLD_TOKENS = 4000; // long segments render folded; a click unfolds them (keeps big prompts responsive)
 
 function asView(b) {
@@ -14,10 +24,9 @@ function asView(b) {
   return b && b.buffer instanceof ArrayBuffer ? b : new DataView(new ArrayBuffer(0));
 }
 
-function decodeRuns(seg, ids, ends, special, offset) {
+function decodeRuns(seg, ids, ends, special, offset, n = seg.end - seg.start) {
   // Split the segment text into token pieces using each token's end offset.
-  const n = seg.end - seg.start;
-  if (n > 0 && ends[offset + n - 1] === 0) return null; // no boundaries known: show the text whole
+  if (n > 0 && ends[offset + n - 1] === 0 && seg.from === undefined) return null; // no boundaries known: text whole
   const pieces = [];
   let prev = 0;
   for (let i = 0; i < n; i++) {
@@ -28,15 +37,62 @@ function decodeRuns(seg, ids, ends, special, offset) {
   return pieces;
 }
 
+function unpack(buf) {
+  // A binary patch frame (channel.py, encode_patch): u32 length, the JSON part, then its arrays.
+  const n = new DataView(buf).getUint32(0, true);
+  const msg = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
+  let at = 4 + n;
+  const buffers = msg.sizes.map((size) => { const v = new DataView(buf, at, size); at += size; return v; });
+  return { msg, buffers };
+}
+
+function openChannel(info, on) {
+  // The view's end of the page's keystroke channel (workbench/ui/channel.py): a hello with the
+  // page's token; then "ready", binary patches, or an error frame.
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${info.path}`);
+  ws.binaryType = "arraybuffer";
+  ws.onopen = () => ws.send(JSON.stringify({ type: "hello", token: info.token, role: "view" }));
+  ws.onmessage = (e) => {
+    if (typeof e.data !== "string") { const { msg, buffers } = unpack(e.data); on.patch(msg, buffers); return; }
+    const m = JSON.parse(e.data);
+    if (m.type === "ready") on.ready();
+    else if (m.type === "error") on.error(`${m.code}: ${m.message}`);
+  };
+  ws.onclose = on.close;
+  return ws;
+}
+
 function segLabel(seg) {
   return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
     ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
 }
 
-function renderSegment(seg, tokens, showTokens, warnings) {
-  const div = document.createElement("div");
-  div.className = `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
+function tokenSpan(t, seg, showTokens) {
+  const span = document.createElement("span");
+  span.className = t.special ? "wb-special" : (showTokens ? "wb-tok" : "");
+  span.textContent = t.text;
+  span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}`;
+  return span;
+}
+
+function segClass(seg) {
+  return `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
     ` wb-src-${seg.source}`;
+}
+
+function spliced(old, seg, mid) {
+  // The segment an in-place change makes of `old`: its text and tokens, head and tail kept.
+  const t = old.seg.text;
+  const text = t.slice(0, seg.chars[0]) + seg.text + t.slice(t.length - seg.chars[1]);
+  const tokens = [...old.tokens.slice(0, seg.head), ...mid, ...old.tokens.slice(old.tokens.length - seg.tail)];
+  const { from, head, tail, chars, ...meta } = seg;
+  return { seg: { ...meta, text }, tokens };
+}
+
+function renderSegment(seg, tokens, showTokens, warnings, later) {
+  // later(div, draw): draw the tokens once the segment is near the visible part (its text until then).
+  const div = document.createElement("div");
+  div.className = segClass(seg);
   const label = document.createElement("div");
   label.className = "wb-seg-label";
   label.textContent = segLabel(seg);
@@ -53,13 +109,8 @@ function renderSegment(seg, tokens, showTokens, warnings) {
     body.textContent = "";
     if (!tokens) { body.textContent = seg.text; return; }
     const shown = all ? tokens : tokens.slice(0, FOLD_TOKENS);
-    for (const t of shown) {
-      const span = document.createElement("span");
-      span.className = t.special ? "wb-special" : (showTokens ? "wb-tok" : "");
-      span.textContent = t.text;
-      span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}`;
-      body.appendChild(span);
-    }
+    for (const t of shown) body.appendChild(tokenSpan(t, seg, showTokens));
+    div.wbSpans = shown.length === tokens.length;   // every token has its span: a change can be spliced in
     if (!all && tokens.length > FOLD_TOKENS) {
       const more = document.createElement("span");
       more.className = "wb-folded";
@@ -68,7 +119,7 @@ function renderSegment(seg, tokens, showTokens, warnings) {
       body.appendChild(more);
     }
   };
-  draw(false);
+  if (later && tokens) { body.textContent = seg.text; later(div, () => draw(false)); } else draw(false);
   div.appendChild(body);
   return div;
 }
@@ -86,6 +137,17 @@ function render({ model, el }) {
   // The header travels in each patch (the Panel host syncs nothing else per keystroke); anywidget
   // also syncs it as a trait, which a view drawn before any patch shows.
   let header = model.get("header") || {};
+  let version = 0; // the version of the patches applied (the app's patches are numbered)
+  let channelError = "";
+  // Token spans are many DOM nodes: a whole view (a template switch, 28k tokens) draws them only for
+  // the segments near the visible part, and the others' as they scroll near (the text shows meanwhile).
+  const near = typeof IntersectionObserver === "function" ? new IntersectionObserver((entries) => {
+    let drew = false;
+    for (const e of entries) if (e.isIntersecting) { near.unobserve(e.target); e.target.wbDraw(); drew = true; }
+    if (drew) requestAnimationFrame(() => performance.mark("wb-drawn-painted"));   // for the benchmark
+  }, { root, rootMargin: "100% 0px" }) : null;
+  const later = (div, draw) => { div.wbDraw = draw; near.observe(div); };
+  const laterIf = (n) => near && n > LAZY_TOKENS ? later : null;
   const warningsFor = (seq) => seq === null ? [] :
     ((header || {}).diagnostics || []).filter((d) => d.seq === seq && d.level !== "info");
 
@@ -105,27 +167,73 @@ function render({ model, el }) {
     box.checked = showTokens;
     box.onchange = () => {
       showTokens = box.checked;
-      for (const s of segs) { const node = renderSegment(s.seg, s.tokens, showTokens, warningsFor(s.seg.seq)); s.node.replaceWith(node); s.node = node; }
+      const lazy = laterIf(segs.reduce((n, s) => n + s.seg.end - s.seg.start, 0));
+      for (const s of segs) {
+        const node = renderSegment(s.seg, s.tokens, showTokens, warningsFor(s.seg.seq), lazy);
+        if (near) near.unobserve(s.node);
+        s.node.replaceWith(node);
+        s.node = node;
+      }
     };
     toggle.append(box, " token boundaries");
     head.appendChild(toggle);
-    if (err) { const e = document.createElement("div"); e.className = "wb-error"; e.textContent = err; head.appendChild(e); }
+    for (const text of [err, channelError && `channel: ${channelError}`]) {
+      if (text) { const e = document.createElement("div"); e.className = "wb-error"; e.textContent = text; head.appendChild(e); }
+    }
   };
 
-  model.on("msg:custom", (msg, buffers) => {
+  // Ask for the whole state: over the channel when it is open, else as the host allows.
+  let ws = null, viaChannel = false, asked = false, resyncing = false;
+  const askAll = () => {
+    asked = true;
+    if (viaChannel) ws.send(JSON.stringify({ type: "sync" }));
+    else if (typeof model.send === "function") model.send({ type: "sync" });
+    else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
+  };
+
+  const apply = (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
     performance.mark("wb-received");
+    // A change to a segment we do not hold (with its tokens) cannot apply: ask for the whole view.
+    const stale = msg.segments.some((s) => s.from !== undefined && !(segs[s.from] && segs[s.from].tokens));
+    if (msg.version !== undefined && msg.version !== null && msg.version <= version) return; // came the other way, late
+    if (stale || (msg.base !== null && msg.base !== undefined && msg.base !== version)) {
+      if (!resyncing) { resyncing = true; askAll(); } // once, until a whole view comes
+      return;
+    }
+    if (msg.version !== undefined && msg.version !== null) version = msg.version;
     if (msg.header) { header = msg.header; drawHeader(); }
+    if (msg.header_changes) { header = { ...header, ...msg.header_changes }; drawHeader(); }
     const got = buffers && buffers.length ? buffers : msg.buffers || [];
     const [b0, b1, b2] = [0, 1, 2].map((i) => asView(got[i]));
     const ids = new Uint32Array(b0.buffer, b0.byteOffset, b0.byteLength / 4);
     const ends = new Uint32Array(b1.buffer, b1.byteOffset, b1.byteLength / 4);
     const special = new Uint8Array(b2.buffer, b2.byteOffset, b2.byteLength);
     let offset = 0;
+    const lazy = laterIf(ids.length);
+    const diagnostics = !!msg.header_changes && "diagnostics" in msg.header_changes;
     const fresh = msg.segments.map((seg) => {
+      if (seg.from !== undefined) {
+        // The change alone, in place of a segment we hold: splice its spans where they are drawn.
+        const n = seg.end - seg.start - seg.head - seg.tail;
+        const mid = decodeRuns(seg, ids, ends, special, offset, n);
+        offset += n;
+        const old = segs[seg.from];
+        const made = spliced(old, seg, mid);
+        const body = old.node.lastChild;
+        if (old.node.wbSpans && !diagnostics && made.tokens.length <= FOLD_TOKENS && body.childNodes.length === old.tokens.length) {
+          for (let i = old.tokens.length - seg.tail - 1; i >= seg.head; i--) body.childNodes[i].remove();
+          const at = body.childNodes[seg.head] || null;
+          for (const t of mid) body.insertBefore(tokenSpan(t, made.seg, showTokens), at);
+          old.node.className = segClass(made.seg);
+          old.node.querySelector(".wb-seg-label").textContent = segLabel(made.seg);
+          return { ...made, node: old.node };
+        }
+        return { ...made, node: renderSegment(made.seg, made.tokens, showTokens, warningsFor(seg.seq), lazy) };
+      }
       const tokens = decodeRuns(seg, ids, ends, special, offset);
       offset += seg.end - seg.start;
-      return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq)) };
+      return { seg, tokens, node: renderSegment(seg, tokens, showTokens, warningsFor(seg.seq), lazy) };
     });
     // runs: which segments we hold stay (moved by `shift` tokens), in order, between the new ones;
     // without runs, the first `keep` stay and the new ones follow.
@@ -142,8 +250,8 @@ function render({ model, el }) {
         next.push(s);
       }
     }
-    const staying = new Set(next);
-    for (const s of segs) if (!staying.has(s)) s.node.remove();
+    const staying = new Set(next.map((s) => s.node));
+    for (const s of segs) if (!staying.has(s.node)) { if (near) near.unobserve(s.node); s.node.remove(); }
     // Put the nodes in order, touching only those not already where they belong.
     let before = null;
     for (let i = next.length - 1; i >= 0; i--) {
@@ -152,18 +260,30 @@ function render({ model, el }) {
       before = node;
     }
     segs = next;
+    if (msg.base === null || msg.base === undefined) resyncing = false;
     const v = msg.version ?? model.get("version");
     performance.mark(`wb-patched-${v}`);
     // The next frame: the patch is painted (what a keystroke-to-repaint benchmark measures).
     requestAnimationFrame(() => performance.mark(`wb-painted-${v}`));
-  });
+  };
+  model.on("msg:custom", apply);
   model.on("change:header", () => { header = model.get("header") || {}; drawHeader(); });
   model.on("change:error", drawHeader);
   drawHeader();
-  // A new view asks for the whole state.
-  if (typeof model.send === "function") model.send({ type: "sync" });
-  else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
-  return () => { segs = []; };
+  // A new view asks for the whole state: over the channel once it is ready (or the model, if it is
+  // not ready within CHANNEL_WAIT_MS or closes).
+  const info = model.get("channel") || {};
+  if (info.token && info.path && typeof WebSocket === "function" && typeof model.send !== "function") {
+    ws = openChannel(info, {
+      patch: apply,
+      ready: () => { viaChannel = true; askAll(); },
+      error: (text) => { channelError = text; drawHeader(); },
+      close: () => { const was = viaChannel; viaChannel = false; if (was || !asked) askAll(); },
+    });
+    root.wbChannel = ws; // for tests and debugging
+    setTimeout(() => { if (!asked) askAll(); }, CHANNEL_WAIT_MS);
+  } else askAll();
+  return () => { segs = []; if (ws) ws.close(); if (near) near.disconnect(); };
 }
 
 export default { render };

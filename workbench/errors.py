@@ -206,6 +206,15 @@ class EditError(WorkbenchError):
     """An editor operation that cannot apply: names the message and field, and what to write."""
 
 
+class ChannelError(WorkbenchError):
+    """A frame the app's keystroke channel refuses. `code` names the kind for the page to show and act
+    on: bad-frame, too-large, unauthorized, unknown-message, out-of-sync."""
+
+    def __init__(self, code: str, message: str, *, hint: str | None = None):
+        self.code = code
+        super().__init__(message, hint=hint)
+
+
 class FileAccessError(WorkbenchError):
     """A name or a pick the app refuses: outside its folders, not a plain name, not one of its options."""
 

@@ -13,11 +13,16 @@ What an edit does lives in `Controller` and `WorkbenchState` (shared with the no
 `Workbench`); this module only hosts it. The token view and the message editor are the same ES
 modules as in the notebook (`widgets/`), hosted by Panel's AnyWidget-compatible component.
 
-The Panel host differs from anywidget in two places of the widgets' protocol:
+The keystroke path has its own websocket (channel.py): served by `serve`, each page gets a token,
+and its editor sends operations and its token view receives patches over it. Where that socket does
+not open (a page built by another server) or closes, both fall back to Panel's model sync, which
+differs from anywidget in two places of the widgets' protocol:
 - Panel passes a custom message as one argument, so a token-view patch's three binary buffers
   travel inside it (`msg.buffers`, as bytes: Bokeh's websocket carries them as binary frames);
 - its model adapter has no `model.send`, so a new token view asks for the whole state by bumping
   the synced `sync` counter, and the message editor sends its operations through the synced `op`.
+Patches carry their version and the one they apply to (`base`), so that a view never applies one
+out of order when they switch from one way to the other: it asks for the whole view instead.
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ from .._optional import require
 from ..assembly.result import AssemblyResult
 from ..assets import widget_file
 from ..engine.kv import KV_CONFIGS
-from ..errors import WorkbenchError
+from ..errors import ChannelError, WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
+from .channel import PATH, encode_patch, handlers, open_channel
 from .charts import budget_figure
 from .controller import Controller
 from .document import Autosave, SessionDocument
@@ -47,7 +53,7 @@ from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .semantic_panel import semantic_html
 from .state import AUTO, Panels, WorkbenchState
 from .teaching import StepThrough
-from .viewmodel import Patch, PatchFeed
+from .viewmodel import Patch, PatchFeed, page_header
 
 pn = require("panel", "the web app")
 import param  # noqa: E402  (comes with panel)
@@ -67,24 +73,40 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
 
     error = param.String(default="", doc="shown inline; the view keeps the last good state")
     sync = param.Integer(default=0, doc="bumped by a newly rendered front end: send it everything")
+    channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.patches_sent: list[int] = []
         # Not synced: they travel inside each patch, so a keystroke sends one message, no property.
         self.header: dict[str, Any] = {}
+        self._shown: dict[str, Any] = {}     # the header as the page has it (page_header)
         self.version = 0
+        self._socket: Callable[[bytes], bool] | None = None   # the channel's view socket, when open
         self.param.watch(lambda _e: self._resync(), "sync")
 
     def show(self, result: AssemblyResult, tokenizer: Any) -> Patch:
         return self._feed(result, tokenizer)
 
+    def attach(self, send: Callable[[bytes], bool] | None) -> None:
+        """Patches go to the channel's socket from now on (None: through the model again)."""
+        self._socket = send
+
     def _deliver(self, patch: Patch) -> None:
         content, buffers = patch.message()
-        self.header, self.version = patch.header, self.version + 1
+        # A patch that replaces everything applies to any state; any other only to the version before it.
+        whole = patch.keep == 0 and patch.runs is None and not any("from" in s for s in patch.segments)
+        shown = content["header"] = page_header(patch.header)
+        if not whole:   # the header's parts that changed
+            content["header_changes"] = {k: v for k, v in content.pop("header").items() if self._shown.get(k) != v}
+        content.update(version=self.version + 1, base=None if whole else self.version)
+        self.header, self._shown, self.version = patch.header, shown, self.version + 1
         if self.error:
             self.error = ""
-        self.send({**content, "version": self.version, "buffers": buffers})  # buffers: binary frames
+        if self._socket is not None and self._socket(encode_patch(content, buffers)):
+            return
+        self._socket = None
+        self.send({**content, "buffers": buffers})  # buffers: binary frames
 
     def _handle_msg(self, data: Any) -> None:
         # Should Panel's adapter gain model.send, the module's {"type": "sync"} arrives here instead.
@@ -107,22 +129,24 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     format = param.String(default="openai")
     error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
     ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
+    channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
 
-    def __init__(self, on_ops: Callable[[list[dict]], None], **params: Any):
+    def __init__(self, on_ops: Callable[[list[dict], float | None], None], **params: Any):
         super().__init__(**params)
-        self.applied = 0     # the number of the last operation applied
+        self.applied = 0     # the number of the last operation applied, whichever way it came
         self._apply = on_ops
-        self.param.watch(self._on_ops, "ops")
+        self.param.watch(lambda e: self.apply(e.new or []), "ops")
 
-    def _on_ops(self, event: Any) -> None:
+    def apply(self, ops: list[Any], received_at: float | None = None) -> None:
+        """Apply the operations numbered after the last one applied: one assembly for the lot."""
         new = []
-        for op in event.new or []:
+        for op in ops:
             n = op.get("n") if isinstance(op, dict) else None
             if isinstance(n, int) and n > self.applied:
                 self.applied = n
                 new.append({k: v for k, v in op.items() if k != "n"})
         if new:
-            self._apply(new)     # one assembly for the lot
+            self._apply(new, received_at)
 
 
 class TeachingPanel:
@@ -200,6 +224,36 @@ class PanelHost:
             gc.freeze()
 
 
+class AppEndpoint:
+    """What a page's keystroke channel drives (channel.Endpoint): the editor's operations go to the
+    Controller, the token view's patches to the page's socket."""
+
+    def __init__(self, app: "WorkbenchApp"):
+        self.app = app
+
+    def run(self, fn: Callable[[], None]) -> None:
+        self.app.host.call_from_thread(fn)      # the next tick, on the document's lock, in order
+
+    def applied(self) -> int:
+        return self.app.editor.applied
+
+    def text_of(self, index: int, field: str) -> Any:
+        msgs = self.app.state.doc.messages(self.app.state.turn)
+        if not 0 <= index < len(msgs) or not isinstance(msgs[index], dict):
+            raise ChannelError("unknown-message", f"no message {index} in this turn's list (0..{len(msgs) - 1})",
+                               hint="reload the page")
+        return msgs[index].get(field)
+
+    def apply_ops(self, ops: list[dict], received_at: float) -> None:
+        self.app.editor.apply(ops, received_at)
+
+    def attach_view(self, send: Callable[[bytes], bool] | None) -> None:
+        self.app.view.attach(send)
+
+    def resync_view(self) -> None:
+        self.app.view._resync()
+
+
 # ---------------------------------------------------------------------------------------- the app
 class WorkbenchApp:
     """Widgets over one WorkbenchState and Controller. `layout` is the Panel object."""
@@ -256,6 +310,11 @@ class WorkbenchApp:
         self.budget = pn.pane.Plotly({"data": [], "layout": {}}, height=170, sizing_mode="stretch_width",
                                      config={"displayModeBar": False})
         self.view = TokenViewPane(sizing_mode="stretch_width")
+        # The keystroke channel, where this page's server routes it (served by `serve`).
+        self.channel = open_channel(AppEndpoint(self)) if self.host.doc is not None else None
+        if self.channel is not None:
+            self.editor.channel = self.view.channel = {"path": PATH, "token": self.channel.token}
+            pn.state.on_session_destroyed(lambda _context, ch=self.channel: ch.close())
         self.cache = pn.pane.HTML('<div class="wb-cache">computing every turn…</div>', sizing_mode="stretch_width",
                                   stylesheets=[CSS])
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
@@ -539,7 +598,8 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
             return build_app(session, files)
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
-                          show=False, start=False, title="Prompt Workbench", verbose=False)
+                          extra_patterns=handlers(origins), show=False, start=False, title="Prompt Workbench",
+                          verbose=False)
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None

@@ -12,7 +12,9 @@ Timing, so that typing is never blocked and nothing is lost:
 - the summary views (header line, budget bar, diagnostics) follow SUMMARY_MS after the last
   assembly, so that a keystroke's own update is only the token view's patch;
 - the slower panels (every turn, provider simulations, prefix diff) run on one worker thread,
-  PANELS_MS after the last edit; edits made while they run start one more run when it ends;
+  PANELS_MS after the last edit; edits made while they run start one more run when it ends. While
+  an edit is being assembled and shown, the worker waits before its next turn (at most HOLD_S):
+  on two cores, a keystroke then does not share its core and the interpreter with a cold run;
 - the autosave is written AUTOSAVE_MS after the last edit (atomically), so a reload restores it;
   `autosaved` says whether the latest edit is on disk yet, and the host is told when it is (the
   file status says "autosaved" only then: a page reloaded before that would lose the edit).
@@ -44,6 +46,7 @@ SUMMARY_MS = 400
 PANELS_MS = 500
 AUTOSAVE_MS = 400
 QUIET_MS = 40
+HOLD_S = 0.5          # the longest the panels' worker waits for a keystroke's update before going on
 # WORKBENCH_TRACE=1: one line on stderr per assembly shown, wall-clock times (ms since the epoch) of
 # the first edit it folds in, the start of the assembly and the patch handed to the host, so that
 # benchmarks/bench_app_keystroke.py can split a keystroke's latency into browser, server and back.
@@ -80,17 +83,21 @@ class Controller:
         self.last_panels: Panels | None = None
         self._publish_lock = threading.Lock()
         self.panel_error = ""
+        self._shown = threading.Event()   # clear while an edit is on its way to the view: the worker waits
+        self._shown.set()
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
         """One message-editor operation."""
         self.ops([op])
 
-    def ops(self, ops: list[dict]) -> None:
+    def ops(self, ops: list[dict], received_at: float | None = None) -> None:
         """Message-editor operations, in order; then one assembly. A failing one is shown at its
-        message and changes nothing; the others still apply."""
+        message and changes nothing; the others still apply. `received_at`: when they reached the
+        server (time.time()), if earlier than now (for TRACE)."""
         if TRACE:
-            self._first_edit_at = time.time()
+            self._first_edit_at = received_at or time.time()
+        self._shown.clear()
         applied = structural = False
         for op in ops:
             try:
@@ -105,6 +112,8 @@ class Controller:
             self.host.show_editor(True)
         if applied:
             self.edited()
+        elif not self._refresh_pending:
+            self._shown.set()
 
     def set_json(self, name: str, text: str) -> str:
         """Tools or variables as JSON text; returns the error to show inline ('' when it applied)."""
@@ -167,6 +176,7 @@ class Controller:
     def edited(self) -> None:
         """The document changed: assemble now (or on the next tick, in a burst), the panels and the
         autosave later."""
+        self._shown.clear()
         if time.monotonic() - self._refreshed_at > QUIET_MS / 1e3:
             self.refresh()
         elif not self._refresh_pending:
@@ -185,13 +195,16 @@ class Controller:
         started = time.time()
         try:
             result = self.state.assemble()
+            self.host.show_result(result)
         except WorkbenchError as exc:
             self.host.show_error(str(exc))
             return None
         except Exception as exc:  # noqa: BLE001 - the page never dies: one line, last good view kept
             self.host.show_error(f"unexpected {type(exc).__name__}: {exc}")
             return None
-        self.host.show_result(result)
+        finally:
+            if not self._refresh_pending:
+                self._shown.set()     # the edit is shown (or failed): the panels' worker goes on
         self._refreshed_at = time.monotonic()
         if TRACE:
             print(f"trace edit={self._first_edit_at * 1e3:.1f} assemble={started * 1e3:.1f} "
@@ -253,7 +266,7 @@ class Controller:
 
     def _panels_worker(self) -> None:
         try:
-            panels: Panels | None = self.state.panels()
+            panels: Panels | None = self.state.panels(pause=self.yield_to_edits)
             error = ""
         except WorkbenchError as exc:
             panels, error = None, str(exc)
@@ -270,6 +283,10 @@ class Controller:
         if self._panels_again:
             self._panels_again = False
             self._start_panels(self._panels_ticket)
+
+    def yield_to_edits(self) -> None:
+        """Where the panels' worker waits, between turns, while an edit is on its way to the view."""
+        self._shown.wait(HOLD_S)
 
     def run_panels(self) -> None:
         try:

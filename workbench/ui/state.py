@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,10 +278,12 @@ class WorkbenchState:
         return folder, verify(folder)
 
     # the slower panels -----------------------------------------------------------------------------
-    def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto") -> Panels:
+    def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto",
+               pause: Callable[[], None] | None = None) -> Panels:
         """Bring every turn up to date (only those an edit touched are assembled again), simulate the
         providers over them and analyse the selected turn. Runs on a worker thread: it reads a
-        snapshot of the records and assembles with its own Session."""
+        snapshot of the records and assembles with its own Session; `pause`, called before each
+        turn it assembles, may hold it while a keystroke is handled."""
         with self._lock:
             t0 = time.perf_counter()
             gen, turn, asm = self.generation, self.turn, self.assembler()
@@ -291,6 +294,8 @@ class WorkbenchState:
                 sess = asm.session()
                 for k in range(len(records)):
                     if records[k] is None:
+                        if pause is not None:
+                            pause()
                         req = self.doc.request(k + 1) if requests[k] is None else requests[k]
                         records[k] = TurnRecord(sess.assemble(req), req)
                 if gen == self.generation:   # nothing changed meanwhile: keep them

@@ -7,7 +7,11 @@ token's end offset in its segment's text as uint32, a special-token flag per tok
 When segments the front end holds come back after a change further up (truncation dropped an
 old message, so everything after it moved), `runs` says which of them to keep and by how many
 tokens they moved, so only the new segments travel. So the bytes per update follow the changed
-segments, not the prompt. No UI library is imported here.
+segments, not the prompt. A new segment that takes the place of one the front end holds (an
+edited message) travels as the change alone when its tokens at both ends are the same: `from`
+names the old one, `head` and `tail` count the tokens kept, `chars` the characters they spell, and
+the text and the tokens are those between. Ends are in UTF-16 units (the page's strings count a
+character past U+FFFF as two). No UI library is imported here.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ SegmentKey = tuple[str, "str | None", "int | None", str, int]
 @dataclass(frozen=True)
 class Patch:
     keep: int                         # leading segments the front end keeps from its current state
-    segments: list[dict[str, Any]]    # metadata of the segments after them, in order
+    segments: list[dict[str, Any]]    # metadata of the segments after them, in order (a change alone:
+                                      # "from", "head", "tail", "chars"; see the module's doc)
     header: dict[str, Any]            # totals, budget, dropped, diagnostics: small, always sent
     runs: list[dict[str, int]] | None = None   # the new list, in order: {"old": i, "count": n, "shift": d}
                                       # (keep old segments i..i+n-1, moved by d tokens) or {"new": n}
@@ -63,13 +68,13 @@ class TokenViewModel:
     def __init__(self, tokenizer: "Tokenizer"):
         self.tokenizer = tokenizer
         self.sent: list[SegmentKey] = []
-        self._starts: list[int] = []          # token start of each sent segment
+        self._segs: list[Segment] = []        # the segments sent, as they were
         self._ends: dict[SegmentKey, np.ndarray] = {}
         self._specials = np.array(sorted(tokenizer.specials.values()), dtype=np.uint32)
 
     def reset(self) -> None:
         """Forget what was sent (a new front end attached): the next patch carries everything."""
-        self.sent = []
+        self.sent, self._segs = [], []
 
     def update(self, result: "AssemblyResult") -> Patch:
         segs = originals(result.segments)
@@ -77,17 +82,67 @@ class TokenViewModel:
         keep = first_difference(self.sent, keys)
         runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
-        for s in fresh:
-            metas.append({"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
-                          "end": s.end, "source": s.source})
-            ids.append(np.asarray(s.token_ids, dtype="<u4"))
-            ends.append(self._token_ends(s))
+        for s, old in zip(fresh, self._replaced(runs, keep, len(fresh))):
+            meta: dict[str, Any] = {"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
+                                    "end": s.end, "source": s.source}
+            s_ids, s_ends = np.asarray(s.token_ids, dtype="<u4"), self._token_ends(s)
+            change = self._change(self._segs[old], s, s_ids, s_ends) if old is not None else None
+            if change is not None:
+                extra, s_ids, s_ends = change
+                meta.update(extra, **{"from": old})
+            metas.append(meta)
+            ids.append(s_ids)
+            ends.append(s_ends)
         all_ids = np.concatenate(ids) if ids else np.zeros(0, "<u4")
         patch = Patch(keep=keep, segments=metas, header=header(result, len(segs)), runs=runs,
                       ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
                       special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
-        self.sent, self._starts = keys, [s.start for s in segs]
+        self.sent, self._segs = keys, list(segs)
         return patch
+
+    def _replaced(self, runs: list[dict[str, int]] | None, keep: int, n_fresh: int) -> list[int | None]:
+        """For each segment to send, the old one whose place it takes: between two kept runs, as many
+        new segments as old ones left out pair up in order; otherwise None."""
+        if runs is None:
+            runs = ([{"old": 0, "count": keep, "shift": 0}] if keep else []) + ([{"new": n_fresh}] if n_fresh else [])
+        out: list[int | None] = []
+        after = 0                             # the old segment after the last kept run
+        for k, r in enumerate(runs):
+            if "new" in r:
+                until = next((x["old"] for x in runs[k + 1:] if "old" in x), len(self.sent))
+                out += list(range(after, until)) if until - after == r["new"] else [None] * r["new"]
+            else:
+                after = r["old"] + r["count"]
+        return out
+
+    def _change(self, old: Segment, new: Segment, ids: np.ndarray, ends: np.ndarray
+                ) -> tuple[dict[str, Any], np.ndarray, np.ndarray] | None:
+        """`new` as the change from `old` (same message), or None to send it whole: the tokens kept at
+        each end (same ids, same pieces), the characters they spell, and the text, ids and ends
+        (from the text's start) between."""
+        if (old.kind, old.role, old.seq) != (new.kind, new.role, new.seq):
+            return None
+        a_ids, a_ends = np.asarray(old.token_ids, dtype="<u4"), self._token_ends(old)
+        na, nb = len(a_ids), len(ids)
+        if not na or not nb or a_ends[-1] == 0 or ends[-1] == 0:
+            return None                       # no boundaries to keep pieces by
+        m = min(na, nb)
+        same = (a_ids[:m] == ids[:m]) & (a_ends[:m] == ends[:m])
+        head = m if same.all() else int(same.argmin())
+        k = m - head
+        a_len, b_len = np.diff(a_ends, prepend=np.uint32(0)), np.diff(ends, prepend=np.uint32(0))
+        back = (a_ids[na - k:][::-1] == ids[nb - k:][::-1]) & (a_len[na - k:][::-1] == b_len[nb - k:][::-1])
+        tail = k if back.all() else int(back.argmin())
+        if head + tail == 0:
+            return None
+        start = int(ends[head - 1]) if head else 0
+        stop, a_stop = (int(e[n - tail - 1]) if n - tail else 0 for e, n in ((ends, nb), (a_ends, na)))
+        a16, b16 = old.text.encode("utf-16-le", "surrogatepass"), new.text.encode("utf-16-le", "surrogatepass")
+        if a16[:2 * start] != b16[:2 * start] or a16[2 * a_stop:] != b16[2 * stop:]:
+            return None                       # the kept tokens do not spell the same text: send it whole
+        extra = {"head": head, "tail": tail, "chars": [start, len(a16) // 2 - a_stop],
+                 "text": b16[2 * start:2 * stop].decode("utf-16-le", "surrogatepass")}
+        return extra, ids[head:nb - tail], ends[head:nb - tail] - np.uint32(start)
 
     def _runs(self, keys: list[SegmentKey], segs: list[Segment], keep: int
               ) -> tuple[list[dict[str, int]] | None, list[Segment]]:
@@ -99,7 +154,7 @@ class TokenViewModel:
         for j in range(keep, len(keys)):
             i = old_at.get(keys[j], -1)
             if i > last:
-                shift = segs[j].start - self._starts[i]
+                shift = segs[j].start - self._segs[i].start
                 r = runs[-1] if runs else None
                 if r is not None and "old" in r and r["old"] + r["count"] == i and r["shift"] == shift:
                     r["count"] += 1
@@ -135,6 +190,9 @@ class TokenViewModel:
                     else:
                         last = e
                 got = np.asarray(ends, dtype="<u4")
+                if not s.text.isascii():      # the page counts UTF-16 units: a character past U+FFFF is two
+                    wide = np.frombuffer(s.text.encode("utf-32-le"), dtype="<u4") > 0xFFFF
+                    got = got + np.concatenate(([0], np.cumsum(wide))).astype("<u4")[got]
             if len(self._ends) > 50_000:  # a bounded memo: long sessions edit, they do not grow forever
                 self._ends.clear()
             self._ends[key] = got
@@ -190,3 +248,12 @@ def header(result: "AssemblyResult", n_segments: int) -> dict[str, Any]:
         "diagnostics": [d.to_json() for d in result.diagnostics],
         "timings_ms": {k: round(v, 3) for k, v in result.timings_ms.items()},
     }
+
+
+def page_header(h: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a header the token view's page reads (its header line, its inline warnings): what
+    a patch carries to it, so that a keystroke's carries no timings and no list of dropped messages."""
+    b = h["budget"]
+    return {**{k: h[k] for k in ("template", "tokenizer", "total_tokens", "segments", "reused_segments", "cache_key")},
+            "budget": {"used": b["used"], "input_budget": b["input_budget"]},
+            "diagnostics": [d for d in h["diagnostics"] if d.get("seq") is not None and d.get("level") != "info"]}
