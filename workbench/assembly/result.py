@@ -27,9 +27,12 @@ class LazyText:
     """
 
     __slots__ = ("head", "head_len", "tail", "_str")
+    head: "str | LazyText"
+    head_len: int
+    tail: str
 
     def __init__(self, head: "str | LazyText", head_len: int, tail: str):
-        self.head, self.head_len, self.tail = head, head_len, tail
+        self.head, self.head_len, self.tail = _nearest(head, head_len, LazyText, "_str"), head_len, tail
         self._str: str | None = None
 
     def __len__(self) -> int:
@@ -70,9 +73,12 @@ class LazyIds:
     """
 
     __slots__ = ("head", "head_len", "tail", "_arr")
+    head: "NDArray[np.uint32] | LazyIds"
+    head_len: int
+    tail: NDArray[np.uint32]
 
     def __init__(self, head: "NDArray[np.uint32] | LazyIds", head_len: int, tail: NDArray[np.uint32]):
-        self.head, self.head_len, self.tail = head, head_len, tail
+        self.head, self.head_len, self.tail = _nearest(head, head_len, LazyIds, "_arr"), head_len, tail
         self._arr: NDArray[np.uint32] | None = None
 
     def __len__(self) -> int:
@@ -94,6 +100,19 @@ class LazyIds:
             arr.flags.writeable = False
             self._arr = arr
         return self._arr
+
+
+def _nearest(head: Any, head_len: int, lazy: "type[LazyText] | type[LazyIds]", joined: str) -> Any:
+    """The nearest head that holds the first `head_len` items: lazy heads this one does not reach
+    into are skipped (editing the same message again and again keeps the chain one link long, so a
+    slice of the head stays O(1) however long the session), a joined one is used as joined."""
+    while isinstance(head, lazy):
+        if getattr(head, joined) is not None:
+            return getattr(head, joined)
+        if head_len > head.head_len:
+            break
+        head = head.head
+    return head
 
 
 def ids_array(ids: "NDArray[np.uint32] | LazyIds") -> NDArray[np.uint32]:
