@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from browser import ROOT, AppServer, app_command
+from browser import open_page as browser_page
 
 # The test setup installs Playwright, Panel and the distribution's Chromium (scripts/test.sh):
 # a missing part is a failure that says what to install, never a silent skip.
@@ -89,16 +90,7 @@ def server(home: Path) -> Iterator[AppServer]:
 
 
 def open_page(browser, server: AppServer, errors: list[str]):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(UPDATE_MS)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    # Offline by design: every resource comes from the local server (no CDN).
-    page.on("request", lambda r: None if r.url.startswith((server.url, "data:", "blob:", "about:"))
-            else errors.append(f"non-local request {r.url}"))
-    page.goto(server.url, timeout=FIRST_VIEW_MS)
-    expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
-    return page
+    return browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
 
 
 SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.4 s) later

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser import AppServer
+from browser import open_page as browser_page
 
 from workbench.errors import ChannelError
 from workbench.ui.channel import HARD_FRAME, MAX_FRAME, _origin_allowed, decode_frame, encode_patch, expand_splice
@@ -145,10 +146,6 @@ def test_without_the_pages_token_the_socket_is_closed(server: AppServer, hello: 
 
 # ------------------------------------------------------------------------------ in a real browser
 def open_page(browser, server: AppServer, errors: list[str], block_channel: bool = False):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(UPDATE_MS)
-    page.on("pageerror", lambda e: errors.append(str(e)))
     frames: dict[str, list] = {"channel": [], "bokeh": []}
 
     def watch(ws) -> None:  # type: ignore[no-untyped-def]
@@ -156,11 +153,12 @@ def open_page(browser, server: AppServer, errors: list[str], block_channel: bool
         ws.on("framesent", lambda f: side.append(("sent", f)))
         ws.on("framereceived", lambda f: side.append(("received", f)))
 
-    page.on("websocket", watch)
-    if block_channel:     # as if a proxy or a stale page could not open it: the server never sees it
-        page.route_web_socket(re.compile(r"/wb-channel"), lambda ws: ws.close(code=1011, reason="blocked"))
-    page.goto(server.url, timeout=FIRST_VIEW_MS)
-    expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
+    def prepare(page) -> None:  # type: ignore[no-untyped-def]
+        page.on("websocket", watch)
+        if block_channel:     # as if a proxy or a stale page could not open it: the server never sees it
+            page.route_web_socket(re.compile(r"/wb-channel"), lambda ws: ws.close(code=1011, reason="blocked"))
+
+    page = browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS, prepare=prepare)
     page.frames_seen = frames   # type: ignore[attr-defined]
     return page
 

@@ -120,10 +120,7 @@ def test_long_session_is_refitted_not_reassembled(template: str, strategy: str) 
     for n in range(120, 260):
         if msgs[n - 1]["role"] != "user":
             continue
-        try:
-            cold = fresh.assemble({"messages": msgs[:n]})
-        except TemplateError:
-            pytest.skip(f"{template} refuses this session's shape")
+        cold = fresh.assemble({"messages": msgs[:n]})
         inc = session.assemble({"messages": msgs[:n]})
         same_truncated(inc, cold)
         truncated += bool(cold.dropped)
@@ -131,12 +128,9 @@ def test_long_session_is_refitted_not_reassembled(template: str, strategy: str) 
         moved += last is not None and len(cold.dropped) != last
         last = len(cold.dropped)
     assert truncated >= 50
-    if template in ("qwen2.5", "llama3.1"):
-        # Templates that render a turn the same wherever it stands: every turn after the first (a
-        # summary slot's text changes when more turns leave: those turns render it, cold).
-        assert refitted == truncated - 1 - (moved if strategy == "summary-slot" else 0), (refitted, truncated, moved)
-    else:
-        assert refitted >= 0   # the others are held to cold above; how often they refit is reported
+    # Every turn after the first is refitted (a summary slot's text changes when more turns leave:
+    # those turns render it, cold).
+    assert refitted == truncated - 1 - (moved if strategy == "summary-slot" else 0), (refitted, truncated, moved)
 
 
 def _history_start(r) -> int:  # type: ignore[no-untyped-def]
@@ -207,6 +201,8 @@ def test_summary_slot_special_tokens_are_escaped() -> None:
     ({"low_water": 1.5}, "low_water must be between 0 and 1"),
     ({"low_water": 0.0}, "low_water must be between 0 and 1"),
     ({"summary_reserve": -1}, "summary_reserve must be >= 0"),
+    ({"summary_role": "system<|im_end|>"}, "summary_role must be 'system' or 'user'"),
+    ({"summary_role": "assistant"}, "summary_role must be 'system' or 'user'"),
     ({"strategy": "chunked", "cut": True}, "cut applies to the sliding strategy only"),
 ])
 def test_bad_policy_is_refused_with_a_hint(bad: dict, where: str) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser import ROOT, AppServer
+from browser import ROOT, AppServer, open_page
 
 try:
     from playwright.sync_api import expect
@@ -191,22 +191,15 @@ def test_the_installed_app_shows_the_token_view(installed: Install, browser) -> 
                        env=installed.env(), inherit_env=False, startup_s=90)   # first imports compile
     errors: list[str] = []
     try:
-        context = browser.new_context(viewport={"width": 1500, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(STEP_MS)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: None if r.url.startswith((server.url, "data:", "blob:", "about:"))
-                else errors.append(f"non-local request {r.url}"))
-        page.goto(server.url, timeout=PAGE_MS)
+        page = open_page(browser, server.url, errors, step_ms=STEP_MS, first_ms=PAGE_MS)
         view = page.locator(".wb-token-view")
-        expect(view.locator(".wb-seg").first, "no token view").to_be_visible(timeout=PAGE_MS)
         expect(view.locator(".wb-header")).to_contain_text(f"{want} tokens", timeout=STEP_MS)
         expect(view.locator(".wb-special", has_text="<|im_start|>").first).to_be_attached()
         assert view.locator(".wb-seg").count() > 100, "not one segment per message"
         expect(page.locator(".wb-me-row").first, "no message editor").to_be_visible()
         expect(page.locator("select option", has_text="tool_agent.json").first,
                "the picker does not list the shipped samples").to_be_attached()
-        context.close()
+        page.context.close()
     finally:
         code = server.stop()
     assert not errors, f"errors in the page: {errors}"

@@ -117,6 +117,9 @@ class TruncationPolicy:
         if self.cut and self.chunked:
             raise WorkbenchError(f"truncation cut applies to the sliding strategy only, not {self.strategy!r}",
                                  hint="cut=False, or strategy='sliding'")
+        if self.summary_role not in ("system", "user"):
+            # The role is rendered into the prompt as the template's own text: never a free string.
+            raise WorkbenchError(f"truncation summary_role must be 'system' or 'user', got {self.summary_role!r}")
         if self.summary_reserve < 0:
             raise WorkbenchError(f"truncation summary_reserve must be >= 0 tokens, got {self.summary_reserve!r}")
 

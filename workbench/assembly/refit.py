@@ -59,7 +59,8 @@ def refit(ctx: BuildContext, prev: AssemblyResult, conv: Conversation, add_gener
     if w is None or w.witness is None or policy.cut or w.budget != win.input_budget:
         return None
     msgs = conv.messages
-    if first_change(w.full.messages, msgs) < w.start or not _tail_stands_alone(msgs, w.start):
+    c = first_change(w.full.messages, msgs)
+    if c < w.start or not _tail_stands_alone(msgs, w.start, c):
         return None
     kept = w.kept(conv)
     ext = extend(ctx, prev, kept, add_generation_prompt, kept_window=True)
@@ -94,18 +95,17 @@ def overflowed(ctx: BuildContext, ext: Built, win: Window, policy: TruncationPol
     return out
 
 
-def _tail_stands_alone(msgs: tuple[Message, ...], start: int) -> bool:
-    """The kept part holds the last user message, and every tool result in it answers a call in it
-    (a result answering a dropped call would join their units: not where the window started)."""
+def _tail_stands_alone(msgs: tuple[Message, ...], start: int, changed: int) -> bool:
+    """The kept part holds the last user message, and every tool result changed since the window
+    was fitted answers a call in it (a result answering a dropped call would join their units: not
+    where the window started; the unchanged ones were checked when it was)."""
     last_user = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
     if last_user is None or last_user < start:
         return False
-    tail = msgs[start:]
-    answered = {m.tool_call_id for m in tail if m.role == "tool"}
+    answered = {m.tool_call_id for m in msgs[changed:] if m.role == "tool"}
     if not answered:
         return True
-    calls = {tc.id for m in tail for tc in m.tool_calls}
-    return answered <= calls
+    return answered <= {tc.id for m in msgs[start:] for tc in m.tool_calls}
 
 
 def _on_boundary(w: KeptWindow) -> bool:
