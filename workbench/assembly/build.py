@@ -127,15 +127,15 @@ def render_text(ctx: BuildContext, conv: Conversation, add_generation_prompt: bo
 
 
 def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_prompt: bool,
-           anchor: Conversation | None = None) -> Built | None:
+           anchors: Sequence[Conversation] = ()) -> Built | None:
     """`base` without the segments of messages `conv` no longer has, if that is provably exact.
 
     Exact when a plain render of `conv` is the spliced text (the template renders the kept messages
     the same without the dropped ones) and every cut starts at a special token (encoding is split
-    at special tokens, so the ids on either side cannot change). `anchor`, when given, is the start
+    at special tokens, so the ids on either side cannot change). An anchor, when given, is the start
     of `conv` (its head and two turns): its render standing as the start of the spliced text, on a
     segment boundary, is taken for the whole render, as incremental assembly's probe does (the rest
-    of the text is the base's, rendered in full before).
+    of the text is the base's, rendered in full before). `anchors` are tried in order.
     """
     if base.escaped or not ctx.tokenizer.specials:
         return None
@@ -147,7 +147,7 @@ def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_pr
     if g is not None and g.escapes:
         return None
     text = "".join(s.text for s in kept)
-    same = anchor is not None and _starts_with(render_text(ctx, anchor, False), text, kept)
+    same = any(_starts_with(render_text(ctx, a, False), text, kept) for a in anchors)
     if not same and render_text(ctx, conv, add_generation_prompt) != text:
         return None
     t1 = time.perf_counter()

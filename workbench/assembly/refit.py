@@ -153,14 +153,16 @@ def _dropped(ctx: BuildContext, ext: Built, w: KeptWindow, conv: Conversation, w
     return _fitted(cut, window, win, policy, ratio, splices=1)
 
 
-def _anchor(kept: Conversation, p: Plan, b: int) -> Conversation | None:
-    """The head of the window after dropping b units, and its first two turns; None when those are
-    all it has (the whole render is compared then)."""
+def _anchor(kept: Conversation, p: Plan, b: int) -> tuple[Conversation, ...]:
+    """The head of the window after dropping b units and its first two turns, then the same with the
+    next turn's first message; none when those are all it has (the whole render is compared then).
+    The second is for templates that end the last message of a render differently (Mistral v7 closes
+    an assistant message with `</s>` only when another message follows)."""
     if b + 2 >= len(p.units):
-        return None
+        return ()
     msgs = kept.messages
     end = p.units[b + 2][0]
-    return kept.with_messages(p.kept(msgs[:end], b))
+    return tuple(kept.with_messages(p.kept(msgs[:e], b)) for e in (end, end + 1))
 
 
 def _fitted(built: Built, w: KeptWindow, win: Window, policy: TruncationPolicy, ratio: float,
