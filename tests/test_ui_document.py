@@ -130,6 +130,7 @@ class RecordingHost:
         self.errors: list[str] = []
         self.edit_errors: list[dict] = []
         self.panels: list[Any] = []
+        self.progress: list[str] = []
         self.autosaved = 0
 
     def call_later(self, delay_ms: int, fn: Any) -> None:
@@ -159,6 +160,9 @@ class RecordingHost:
     def show_autosaved(self) -> None:
         self.autosaved += 1
 
+    def show_progress(self, text: str) -> None:
+        self.progress.append(text)
+
 
 def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(tmp_path: Path) -> None:
     state = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
@@ -167,7 +171,9 @@ def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(t
     c.refresh()
     c.request_panels()
     first = host.panels[-1]
-    assert first.turns_assembled == state.doc.turn_count - 1           # the live turn came from the view
+    # the live turn came from the view, the one before it from the prefix diff (computed first)
+    assert first.turns_assembled == state.doc.turn_count - 2
+    assert first.parts == {"diff", "cache", "policies"} and first.previous is state.turn_result(state.turn - 1)
     last = len(state.doc.messages(state.turn)) - 1
     c.op({"op": "set", "index": last, "field": "content", "value": "one more question"})
     assert host.results[-1].reused_segments > 100
@@ -217,8 +223,9 @@ def test_the_autosave_status_is_true_only_once_the_edit_is_on_disk(tmp_path: Pat
 def test_the_panels_worker_yields_to_an_edit_on_its_way(tmp_path: Path) -> None:
     state = WorkbenchState(SAMPLES["coding_corrections.json"], autosave=Autosave(tmp_path))
     paused: list[int] = []
-    state.panels(pause=lambda: paused.append(1))
-    assert len(paused) == state.doc.turn_count                # before each turn it assembles
+    state.panels(check=lambda: paused.append(1))
+    # before each turn it assembles for the cache panel (the prefix diff assembled the last two)
+    assert len(paused) == state.doc.turn_count - 2
     host = LaterHost()
     c = Controller(state, host, background=False)
     waiting: list[bool] = []

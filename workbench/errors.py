@@ -237,3 +237,8 @@ class CacheTypeError(CacheError, TypeError):
 
 class CacheValueError(CacheError, ValueError):
     """A value of the right type the cache refuses; still a ValueError for callers that catch that."""
+
+
+class Cancelled(WorkbenchError):
+    """Work given up because what it was for changed or is no longer shown (a newer edit, a closed
+    tab, a Cancel button). Not the user's mistake: hosts drop it quietly, nothing half-done is shown."""

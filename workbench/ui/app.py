@@ -51,7 +51,7 @@ from .files import AppFiles, OverwriteNeeded
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .semantic_panel import semantic_html
-from .state import AUTO, Panels, WorkbenchState
+from .state import AUTO, NEEDS, Panels, WorkbenchState
 from .teaching import StepThrough
 from .viewmodel import Patch, PatchFeed, page_header
 
@@ -164,7 +164,7 @@ class TeachingPanel:
         self.layout = pn.Column(pn.Row(self.back, self.next, self.title), self.body, sizing_mode="stretch_width")
 
     def update(self, state: WorkbenchState, panels: Panels) -> None:
-        if self.walk.load(panels, state.turn_result(panels.turn - 1)):
+        if self.walk.load(panels, panels.previous):
             self.go(0)
 
     def go(self, delta: int) -> None:
@@ -214,6 +214,9 @@ class PanelHost:
 
     def show_autosaved(self) -> None:
         self.app._file_status()
+
+    def show_progress(self, text: str) -> None:
+        self.app.panels_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
 
     def show_panels(self, panels: Panels) -> None:
         self.app.show_panels(panels)
@@ -364,15 +367,21 @@ class WorkbenchApp:
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              "#### Messages", self.editor, extra, width=520)
         kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
-        tabs = pn.Tabs(("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
-                       ("Prefix diff", self.diff), ("KV", kv),
-                       ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
-                       ("Teach", self.teaching.layout),
-                       ("Diagnostics", self.diagnostics),
-                       dynamic=False, sizing_mode="stretch_width")
-        main = pn.Column(self.header, self.alert, self.budget, tabs, sizing_mode="stretch_width")
+        self.panels_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
+                                          css_classes=["wb-panels-status"])
+        pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
+                 ("Prefix diff", self.diff), ("KV", kv),
+                 ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
+                 ("Teach", self.teaching.layout), ("Diagnostics", self.diagnostics)]
+        tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
+        main = pn.Column(self.header, self.alert, self.budget, self.panels_status, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
         self._file_status()
+        # The slower panels are computed for the open tab only (the Tokens tab needs none).
+        names = [name for name, _ in pages]
+        self.controller.views = NEEDS.get(names[tabs.active], frozenset())
+        tabs.param.watch(lambda e: self.controller.set_views(NEEDS.get(names[e.new], frozenset())), "active")
+        self.tabs = tabs
         self.controller.refresh()
         self.controller.request_panels()
 
@@ -506,13 +515,16 @@ class WorkbenchApp:
                 box.param.update(value=text, value_input=text)
 
     def show_panels(self, panels: Panels) -> None:
-        self.cache.object = cache_html(panels)
-        self.cache_chart.object = panels.cache_figure
-        self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
-        if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
-            self._prefill = None        # it was for another prompt
-        self._show_kv()
-        self.teaching.update(self.state, panels)
+        """The parts computed (the open tabs'); the others keep what they showed."""
+        if "cache" in panels.parts:
+            self.cache.object = cache_html(panels)
+            self.cache_chart.object = panels.cache_figure
+            if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
+                self._prefill = None        # it was for another prompt
+            self._show_kv()
+        if "diff" in panels.parts:
+            self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
+            self.teaching.update(self.state, panels)
 
     def _run_semantic(self) -> None:
         self.semantic_run.disabled = True

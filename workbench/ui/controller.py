@@ -37,16 +37,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..assembly.result import AssemblyResult
-from ..errors import EditError, WorkbenchError
+from ..errors import Cancelled, EditError, WorkbenchError
 from .document import SessionDocument
 from .files import AppFiles
-from .state import Panels, WorkbenchState
+from .state import PARTS, Panels, WorkbenchState
 
 SUMMARY_MS = 400
 PANELS_MS = 500
 AUTOSAVE_MS = 400
 QUIET_MS = 40
 HOLD_S = 0.5          # the longest the panels' worker waits for a keystroke's update before going on
+PROGRESS_S = 0.25     # the panels' progress line is updated at most this often
 # WORKBENCH_TRACE=1: one line on stderr per assembly shown, wall-clock times (ms since the epoch) of
 # the first edit it folds in, the start of the assembly and the patch handed to the host, so that
 # benchmarks/bench_app_keystroke.py can split a keystroke's latency into browser, server and back.
@@ -63,6 +64,7 @@ class Host(Protocol):
     def show_edit_error(self, error: dict[str, Any]) -> None: ...
     def show_panels(self, panels: Panels) -> None: ...
     def show_autosaved(self) -> None: ...                                      # the latest edit is on disk
+    def show_progress(self, text: str) -> None: ...                            # the panels' worker; "" when done
 
 
 class Controller:
@@ -85,6 +87,8 @@ class Controller:
         self.panel_error = ""
         self._shown = threading.Event()   # clear while an edit is on its way to the view: the worker waits
         self._shown.set()
+        self.views: frozenset[str] = frozenset(PARTS)   # the panels' parts the open tabs show
+        self._progress_at = 0.0
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -247,13 +251,25 @@ class Controller:
             write()
 
     # the slower panels -----------------------------------------------------------------------------
-    def request_panels(self) -> None:
+    def set_views(self, parts: frozenset[str]) -> None:
+        """The parts of the slower panels the open tabs show (state.NEEDS): only those are computed;
+        a run for a tab that closed stops at its next turn; opening one brings it up to date."""
+        self.views = frozenset(parts)
+        shown = self.last_panels
+        s = self.state
+        if self.views and (shown is None or (shown.generation, shown.turn) != (s.generation, s.turn)
+                           or not self.views <= shown.parts):
+            self.request_panels(0)
+
+    def request_panels(self, delay_ms: int = PANELS_MS) -> None:
+        if not self.views:
+            return                     # no tab shows them: computed when one opens (set_views)
         if not self.background:
             self.run_panels()
             return
         self._panels_ticket += 1
         ticket = self._panels_ticket
-        self.host.call_later(PANELS_MS, lambda: self._start_panels(ticket))
+        self.host.call_later(delay_ms, lambda: self._start_panels(ticket))
 
     def _start_panels(self, ticket: int) -> None:
         if ticket != self._panels_ticket:
@@ -262,24 +278,45 @@ class Controller:
             self._panels_again = True
             return
         self._panels_running = True
-        threading.Thread(target=self._panels_worker, name="workbench-panels", daemon=True).start()
+        views = self.views
+        threading.Thread(target=lambda: self._panels_worker(ticket, views), name="workbench-panels",
+                         daemon=True).start()
 
-    def _panels_worker(self) -> None:
+    def _panels_worker(self, ticket: int, views: frozenset[str]) -> None:
+        def check() -> None:
+            self.yield_to_edits()
+            if ticket != self._panels_ticket or not views <= self.views:
+                raise Cancelled("the panels' run was superseded")
+
+        def publish(panels: Panels) -> None:
+            self.host.call_from_thread(lambda: self._publish(panels))
+
+        error = ""
         try:
-            panels: Panels | None = self.state.panels(pause=self.yield_to_edits)
-            error = ""
+            self.state.panels(views, check=check, progress=self._progress, publish=publish)
+        except Cancelled:
+            pass                       # a newer edit or a closed tab: the next run (if any) shows it
         except WorkbenchError as exc:
-            panels, error = None, str(exc)
+            error = str(exc)
         except Exception as exc:  # noqa: BLE001 - a panel failing must not take the page down
-            panels, error = None, f"unexpected {type(exc).__name__}: {exc}"
+            error = f"unexpected {type(exc).__name__}: {exc}"
             traceback.print_exc()
-        self.host.call_from_thread(lambda: self._panels_done(panels, error))
+        self.host.call_from_thread(lambda: self._panels_done(error))
 
-    def _panels_done(self, panels: Panels | None, error: str) -> None:
+    def _progress(self, what: str, done: int, total: int) -> None:
+        """From the worker: 'assembling every turn: 120 of 500', at most every PROGRESS_S."""
+        now = time.monotonic()
+        if now - self._progress_at < PROGRESS_S:
+            return
+        self._progress_at = now
+        text = f"{what}: turn {done + 1} of {total}…"
+        self.host.call_from_thread(lambda: self.host.show_progress(text))
+
+    def _panels_done(self, error: str) -> None:
         self._panels_running = False
+        self._progress_at = 0.0
         self.panel_error = error
-        if panels is not None:
-            self._publish(panels)
+        self.host.show_progress(f"failed: {error}" if error else "")
         if self._panels_again:
             self._panels_again = False
             self._start_panels(self._panels_ticket)
@@ -288,14 +325,14 @@ class Controller:
         """Where the panels' worker waits, between turns, while an edit is on its way to the view."""
         self._shown.wait(HOLD_S)
 
-    def run_panels(self) -> None:
+    def run_panels(self, parts: frozenset[str] | None = None) -> None:
+        """Every part the open tabs show (or `parts`), here and now."""
         try:
-            panels = self.state.panels()
+            self.state.panels(self.views if parts is None else parts, publish=self._publish)
         except WorkbenchError as exc:
             self.panel_error = str(exc)
             return
         self.panel_error = ""
-        self._publish(panels)
 
     def _publish(self, panels: Panels) -> None:
         """Show panels unless newer ones are shown already. A notebook shows them from the worker's

@@ -173,6 +173,9 @@ class _NotebookHost:
     def show_panels(self, panels: Any) -> None:
         self.wb._show_panels(panels)
 
+    def show_progress(self, text: str) -> None:
+        self.wb.panels_status.value = f'<span class="wb-muted">{escape(text)}</span>' if text else ""
+
     def show_autosaved(self) -> None:
         pass    # a notebook keeps its edits in the kernel; an autosave, when asked for, needs no notice
 
@@ -279,11 +282,19 @@ class Workbench:
                                W.VBox([self.semantic_run, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_title]), self.teach_body]),
                                self.diagnostics])
-        for i, t in enumerate(("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Diagnostics")):
+        names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Diagnostics")
+        for i, t in enumerate(names):
             tabs.set_title(i, t)
+        # The slower panels are computed for the open tab only (`wait()` computes them all).
+        from .state import NEEDS
+        self.controller.views = NEEDS.get(names[tabs.selected_index or 0], frozenset())
+        tabs.observe(lambda c: self.controller.set_views(NEEDS.get(names[c["new"] or 0], frozenset())),
+                     "selected_index")
+        self.panels_status = W.HTML()
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
                        self.editor, extra], layout=W.Layout(width="40%"))
-        right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, tabs],
+        right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, self.panels_status,
+                        tabs],
                        layout=W.Layout(width="60%"))
         self.widget = W.HBox([left, right])
         self.controller.request_panels()
@@ -387,9 +398,10 @@ class Workbench:
     def wait(self, timeout: float = 60.0) -> Any:
         """Compute the cache panel, prefix diff and teaching steps now (also what a background run
         would show); returns the Panels."""
+        from .state import PARTS
         self.synchronous = True
         try:
-            self.controller.run_panels()
+            self.controller.run_panels(frozenset(PARTS))
         finally:
             self.synchronous = False
         return self.controller.last_panels
@@ -462,13 +474,16 @@ class Workbench:
                 box.value = text
 
     def _show_panels(self, panels: Any) -> None:
+        """The parts computed (the open tabs'); the others keep what they showed."""
         from .html import cache_html, prefix_diff_html
-        self.cache.value = cache_html(panels)
-        if self.cache_chart is not None:
-            _replace_figure(self.cache_chart, panels.cache_figure)
-        self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
-        if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
-            self._prefill = None        # it was for another prompt
-        self._show_kv()
-        if self.teach.load(panels, self.state.turn_result(panels.turn - 1)):
-            self._teach(0)
+        if "cache" in panels.parts:
+            self.cache.value = cache_html(panels)
+            if self.cache_chart is not None:
+                _replace_figure(self.cache_chart, panels.cache_figure)
+            if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
+                self._prefill = None        # it was for another prompt
+            self._show_kv()
+        if "diff" in panels.parts:
+            self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
+            if self.teach.load(panels, panels.previous):
+                self._teach(0)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,11 @@ from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
 DEFAULT_SESSION = "support_chat.json"
+# The slower views' parts, cheapest first, and what each tab needs of them (both hosts' tab names):
+# nothing is computed for a tab that is not open.
+PARTS = ("diff", "cache", "policies")
+NEEDS: dict[str, frozenset[str]] = {"Cache": frozenset({"cache", "policies"}), "Prefix diff": frozenset({"diff"}),
+                                    "KV": frozenset({"cache"}), "Teach": frozenset({"diff"})}
 AUTO = "auto"                    # the tokenizer: the selected template's own
 
 
@@ -50,15 +55,21 @@ class Panels:
     generation: int                          # the document edit they were computed for
     turn: int                                # the selected turn they analyse
     assembler: Assembler                     # what assembled them (its tokenizer decodes their ids)
-    simulations: tuple[Simulation, ...]
-    cache_figure: dict[str, Any]
-    analysis: TurnAnalysis | None
-    prefix_diff: dict[str, Any] | None
-    sources: dict[str, dict[str, int]]       # segment source -> {"segments", "tokens"} (this turn)
-    hit_rates: dict[str, float]              # prompt-cache tier -> hit rate
-    turns_ms: float                          # time to bring every turn up to date
-    turns_assembled: int                     # how many turns that assembled (the rest were kept)
-    # Each truncation policy over every turn, the session's own first; empty when no turn truncates.
+    parts: frozenset[str] = frozenset(PARTS)  # which of PARTS were computed (the others are empty)
+    # "diff": the selected turn against the previous one
+    analysis: TurnAnalysis | None = None
+    prefix_diff: dict[str, Any] | None = None
+    previous: AssemblyResult | None = None   # the previous turn's result
+    # "cache": every turn, the provider simulations
+    simulations: tuple[Simulation, ...] = ()
+    cache_figure: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, dict[str, int]] = field(default_factory=dict)  # segment source -> segments, tokens
+    hit_rates: dict[str, float] = field(default_factory=dict)         # prompt-cache tier -> hit rate
+    turns_ms: float = 0.0                    # time to bring every turn up to date
+    turns_assembled: int = 0                 # how many turns that assembled (the rest were kept)
+    prompts: tuple[TurnPrompt, ...] = ()     # every turn as the simulators saw it
+    # "policies": each truncation policy over every turn, the session's own first; empty when no
+    # turn truncates.
     policies: tuple[PolicyRun, ...] = ()
 
     def summary(self) -> dict[str, Any]:
@@ -88,7 +99,11 @@ class WorkbenchState:
         self._assemblers: dict[tuple, Assembler] = {}
         self._session: Session | None = None
         self._records: list[TurnRecord | None] = []
+        self._stamps: list[int] = []                  # per turn: the generation its record was last dropped at
+        self._records_lock = threading.Lock()         # the records, between an edit and the panels' worker
         self._lock = threading.Lock()                 # one panels() at a time
+        self._last_panels: Panels | None = None
+        self._prompts: tuple[str, list[tuple[AssemblyResult, AssemblyResult | None, TurnPrompt]]] = ("", [])
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         self._semantic: Any = None                    # the semantic-cache panel's cache
         self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
@@ -121,9 +136,8 @@ class WorkbenchState:
     def open(self, doc: SessionDocument) -> None:
         self.doc = doc
         self._session = None    # another conversation: nothing to extend
-        self._records = [None] * doc.turn_count
         self.turn = doc.turn_count
-        self.generation += 1
+        self._drop_all()
 
     def revert(self) -> None:
         """Drop the edits: the file as saved, and no autosave."""
@@ -167,12 +181,22 @@ class WorkbenchState:
         return "" if value is None else json.dumps(value, ensure_ascii=False, indent=1)
 
     def _changed(self, first_turn: int, structural: bool) -> None:
-        self.generation += 1
-        if structural:
-            self._records = (self._records[:first_turn - 1] + [None] * self.doc.turn_count)[:self.doc.turn_count]
-        else:
-            for k in range(first_turn - 1, len(self._records)):
-                self._records[k] = None
+        with self._records_lock:
+            self.generation += 1
+            n, g, keep = self.doc.turn_count, self.generation, first_turn - 1
+            if structural:
+                self._records = (self._records[:keep] + [None] * n)[:n]
+                self._stamps = (self._stamps[:keep] + [g] * n)[:n]
+            else:
+                for k in range(keep, len(self._records)):
+                    self._records[k], self._stamps[k] = None, g
+
+    def _drop_all(self) -> None:
+        """Every turn is to be assembled anew (another session, template or tokenizer)."""
+        with self._records_lock:
+            self.generation += 1
+            self._records = [None] * self.doc.turn_count
+            self._stamps = [self.generation] * self.doc.turn_count
 
     def select_turn(self, turn: int) -> None:
         if not 1 <= turn <= self.doc.turn_count:
@@ -188,8 +212,7 @@ class WorkbenchState:
             self.tokenizer = tokenizer
         if custom_source is not None:
             self.custom_source = custom_source
-        self._records = [None] * self.doc.turn_count
-        self.generation += 1
+        self._drop_all()
 
     # assembly --------------------------------------------------------------------------------------
     def assembler(self) -> Assembler:
@@ -225,8 +248,9 @@ class WorkbenchState:
             self.error = str(exc)
             raise
         self.result, self.error = result, ""
-        if self.turn - 1 < len(self._records):
-            self._records[self.turn - 1] = TurnRecord(result, request)
+        with self._records_lock:
+            if self.turn - 1 < len(self._records):
+                self._records[self.turn - 1] = TurnRecord(result, request)
         self.shown = f"{self.doc.name}, turn {self.turn}, {result.template['name']}"
         return result
 
@@ -278,61 +302,131 @@ class WorkbenchState:
         return folder, verify(folder)
 
     # the slower panels -----------------------------------------------------------------------------
-    def panels(self, providers: tuple[str, ...] = PROVIDERS, breakpoints: str = "auto",
-               pause: Callable[[], None] | None = None) -> Panels:
-        """Bring every turn up to date (only those an edit touched are assembled again), simulate the
-        providers over them and analyse the selected turn. Runs on a worker thread: it reads a
-        snapshot of the records and assembles with its own Session; `pause`, called before each
-        turn it assembles, may hold it while a keystroke is handled."""
+    def panels(self, parts: Iterable[str] = PARTS, providers: tuple[str, ...] = PROVIDERS,
+               breakpoints: str = "auto", *, check: Callable[[], None] | None = None,
+               progress: Callable[[str, int, int], None] | None = None,
+               publish: Callable[[Panels], None] | None = None) -> Panels:
+        """The slower views, part by part, for what is open (`parts`, of PARTS): "diff" (the selected
+        turn against the previous one: two turns), then "cache" (every turn brought up to date, only
+        those an edit touched assembled again, and the provider simulations), then "policies" (the
+        truncation policies side by side). Runs on a worker thread. `check`, called between turns,
+        may hold it while a keystroke is handled or raise Cancelled (superseded, tab closed): the
+        turns assembled by then are kept. `progress(what, done, total)` reports the turns;
+        `publish` gets each part as soon as it is ready."""
+        want = frozenset(parts) & frozenset(PARTS)
         with self._lock:
-            t0 = time.perf_counter()
             gen, turn, asm = self.generation, self.turn, self.assembler()
-            records = list(self._records)
-            requests = [r.request if r is not None else None for r in records]
-            missing = [k for k, r in enumerate(records) if r is None]
-            if missing:
-                sess = asm.session()
-                for k in range(len(records)):
-                    if records[k] is None:
-                        if pause is not None:
-                            pause()
-                        req = self.doc.request(k + 1) if requests[k] is None else requests[k]
-                        records[k] = TurnRecord(sess.assemble(req), req)
-                if gen == self.generation:   # nothing changed meanwhile: keep them
-                    self._records = [r if cur is None else cur for r, cur in zip(records, self._records)]
-            turns_ms = (time.perf_counter() - t0) * 1e3
-            results = [r.result for r in records if r is not None]
-            prompts = [TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
-                                                output_tokens=reply_tokens(r, results[k + 1] if k + 1 < len(results)
-                                                                           else None))
-                       for k, r in enumerate(results)]
-            sims = tuple(simulate(prompts, p) for p in providers)
-            policies = self._compare_policies(asm, records, prompts, sims, breakpoints)
-            analysis = diff = None
-            if results and 1 <= turn <= len(results):
-                cur = records[turn - 1]
-                prev = records[turn - 2] if turn > 1 else None
-                previous = (prev.result, asm.prepare(prev.request)[0]) if prev is not None else None
-                analysis = analyze_turn(asm, turn, cur.result, asm.prepare(cur.request)[0], previous)
-                diff = prefix_diff(analysis, asm.tokenizer)
-            shown = records[turn - 1].result if results and 1 <= turn <= len(records) else None
-            sources: dict[str, dict[str, int]] = {}
-            for s in (shown.segments if shown is not None else []):
-                row = sources.setdefault(s.source, {"segments": 0, "tokens": 0})
-                row["segments"] += 1
-                row["tokens"] += s.token_count
-            hit_rates = {}
-            if asm.cache is not None:
-                hit_rates = {str(k): round(v, 4) for k, v in asm.cache.metrics().hit_rate.items()}
-            return Panels(gen, turn, asm, sims, cache_figure(sims), analysis, diff, sources, hit_rates, turns_ms,
-                          len(missing), policies)
+            last = self._last_panels
+            if last is not None and (last.generation, last.turn, last.assembler) == (gen, turn, asm) \
+                    and want <= last.parts:
+                self._publish_part(last, publish)
+                return last                   # nothing changed since: the same panels
+            out = Panels(gen, turn, asm, parts=frozenset())
+            if "diff" in want:
+                out = self._diff_part(out)
+                self._publish_part(out, publish)
+            if want & {"cache", "policies"}:
+                t0 = time.perf_counter()
+                records, assembled = self._every_turn(gen, asm, check, progress)
+                out = self._cache_part(out, records, providers, breakpoints, (time.perf_counter() - t0) * 1e3,
+                                       assembled)
+                self._publish_part(out, publish)
+                if "policies" in want:
+                    policies = self._compare_policies(asm, records, out.prompts, out.simulations, breakpoints,
+                                                      check, progress)
+                    out = replace(out, policies=policies, parts=out.parts | {"policies"})
+                    self._publish_part(out, publish)
+            return out
 
-    def _compare_policies(self, asm: Assembler, records: list[TurnRecord | None], prompts: list[TurnPrompt],
-                          sims: tuple[Simulation, ...], breakpoints: str) -> tuple[PolicyRun, ...]:
+    def _publish_part(self, panels: Panels, publish: Callable[[Panels], None] | None) -> None:
+        self._last_panels = panels
+        if publish is not None:
+            publish(panels)
+
+    def _keep(self, k: int, gen: int, rec: TurnRecord) -> None:
+        """Hold turn k+1's record assembled for generation `gen`, unless an edit touched it since."""
+        with self._records_lock:
+            if k < len(self._records) and self._stamps[k] <= gen and self._records[k] is None:
+                self._records[k] = rec
+
+    def _record(self, k: int, gen: int, asm: Assembler, sess: Session | None = None) -> TurnRecord:
+        """Turn k+1's record: held, or assembled now (through `sess`, else a new session)."""
+        rec = self._records[k] if k < len(self._records) else None
+        if rec is None:
+            req = self.doc.request(k + 1)
+            rec = TurnRecord((sess if sess is not None else asm.session()).assemble(req), req)
+            self._keep(k, gen, rec)
+        return rec
+
+    def _every_turn(self, gen: int, asm: Assembler, check: Callable[[], None] | None,
+                    progress: Callable[[str, int, int], None] | None) -> tuple[list[TurnRecord], int]:
+        """Every turn's record, assembling the missing ones in order through one session."""
+        records = list(self._records)
+        missing = [k for k, r in enumerate(records) if r is None]
+        sess = asm.session()
+        for done, k in enumerate(missing):
+            if check is not None:
+                check()
+            if progress is not None:
+                progress("assembling every turn", done, len(missing))
+            records[k] = self._record(k, gen, asm, sess)
+        return [r for r in records if r is not None], len(missing)
+
+    def _diff_part(self, out: Panels) -> Panels:
+        """The selected turn against the previous one (the prefix diff, the teaching steps)."""
+        asm, turn = out.assembler, out.turn
+        if not 1 <= turn <= len(self._records):
+            return replace(out, parts=out.parts | {"diff"})
+        sess = asm.session()
+        prev = self._record(turn - 2, out.generation, asm, sess) if turn > 1 else None
+        cur = self._record(turn - 1, out.generation, asm, sess)
+        previous = (prev.result, asm.prepare(prev.request)[0]) if prev is not None else None
+        analysis = analyze_turn(asm, turn, cur.result, asm.prepare(cur.request)[0], previous)
+        return replace(out, analysis=analysis, prefix_diff=prefix_diff(analysis, asm.tokenizer),
+                       previous=prev.result if prev is not None else None, parts=out.parts | {"diff"})
+
+    def _cache_part(self, out: Panels, records: list[TurnRecord], providers: tuple[str, ...], breakpoints: str,
+                    turns_ms: float, assembled: int) -> Panels:
+        asm = out.assembler
+        prompts = self._prompts_of([r.result for r in records], breakpoints)
+        sims = tuple(simulate(prompts, p) for p in providers)
+        shown = records[out.turn - 1].result if 1 <= out.turn <= len(records) else None
+        sources: dict[str, dict[str, int]] = {}
+        for s in (shown.segments if shown is not None else []):
+            row = sources.setdefault(s.source, {"segments": 0, "tokens": 0})
+            row["segments"] += 1
+            row["tokens"] += s.token_count
+        hit_rates = {}
+        if asm.cache is not None:
+            hit_rates = {str(k): round(v, 4) for k, v in asm.cache.metrics().hit_rate.items()}
+        return replace(out, simulations=sims, cache_figure=cache_figure(sims), sources=sources, hit_rates=hit_rates,
+                       turns_ms=turns_ms, turns_assembled=assembled, prompts=tuple(prompts),
+                       parts=out.parts | {"cache"})
+
+    def _prompts_of(self, results: list[AssemblyResult], breakpoints: str) -> list[TurnPrompt]:
+        """Each turn as the simulators see it; a turn whose result and next result are the very ones
+        of the last call keeps its prompt (the reply's length comes from the next turn)."""
+        held = self._prompts if self._prompts[0] == breakpoints else (breakpoints, [])
+        out = []
+        for k, r in enumerate(results):
+            nxt = results[k + 1] if k + 1 < len(results) else None
+            old = held[1][k] if k < len(held[1]) else None
+            if old is not None and old[0] is r and old[1] is nxt:
+                out.append(old[2])
+                continue
+            out.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
+                                                output_tokens=reply_tokens(r, nxt)))
+        self._prompts = (breakpoints, [(r, results[k + 1] if k + 1 < len(results) else None, p)
+                                       for k, (r, p) in enumerate(zip(results, out))])
+        return out
+
+    def _compare_policies(self, asm: Assembler, records: list[TurnRecord], prompts: tuple[TurnPrompt, ...],
+                          sims: tuple[Simulation, ...], breakpoints: str, check: Callable[[], None] | None,
+                          progress: Callable[[str, int, int], None] | None) -> tuple[PolicyRun, ...]:
         """Every truncation policy over the session, when a turn truncates: the session's own policy
         is the panel's run; each other one is assembled through its own session, from the first turn
         whose inputs changed since the last call (the turns before it are kept)."""
-        results = [r.result for r in records if r is not None]
+        results = [r.result for r in records]
         truncated = tuple(k for k, r in enumerate(results, start=1) if r.dropped)
         if not truncated:
             self._policies = None
@@ -347,6 +441,7 @@ class WorkbenchState:
             while same < min(len(held.base), len(results)) and held.base[same].cache_key == results[same].cache_key:
                 same += 1
         cache = _PolicyCache(asm, results, held.variants if held else {}, {})
+        self._policies = cache            # each policy's turns as they come: a cancelled run keeps them
         providers = {s.provider: s.params for s in sims}
         for strategy in STRATEGIES:
             if strategy == own:
@@ -354,12 +449,16 @@ class WorkbenchState:
             variant = cache.variants.get(strategy)
             if variant is None:
                 variant = cache.variants[strategy] = with_policy(asm, strategy)
-            turns = list(held.results[strategy][:same]) if held else []
+            turns = list(held.results.get(strategy, [])[:same]) if held else []
             sess = variant.session()
-            turns += [sess.assemble(rec.request) for rec in records[len(turns):] if rec is not None]
-            cache.results[strategy] = turns
+            cache.results[strategy] = turns      # grows in place, turn by turn
+            for k in range(len(turns), len(records)):
+                if check is not None:
+                    check()
+                if progress is not None:
+                    progress(f"the {strategy} policy", k, len(records))
+                turns.append(sess.assemble(records[k].request))
             runs[strategy] = run_policy(variant, (), providers, breakpoints, results=turns)
-        self._policies = cache
         return (runs[own], *(runs[s] for s in STRATEGIES if s != own))
 
 
