@@ -452,3 +452,27 @@ def test_a_bundle_exported_from_the_app_reproduces_the_ids_in_a_fresh_process(pa
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout)
     assert got == {"equal": True, "tokens": count}        # the app's prompt, edit included
+
+
+
+BYTES_HARNESS = VIEW_IN_A_PAGE.replace("async ({src}) =>", "async ({src, msg, bufs}) =>") + """
+  handlers["msg:custom"](msg, bufs.map((b) => new DataView(new Uint8Array(b).buffer)));
+  return [...el.querySelectorAll(".wb-seg span")].map((e) => [e.textContent, e.className]);
+}
+"""
+
+
+def test_the_token_view_shows_a_split_character_as_its_bytes(browser) -> None:  # type: ignore[no-untyped-def]
+    # A real patch (the view model over a real assembly): the halves of an emoji that byte-level BPE
+    # splits show as <0xF0>-style bytes, not as an empty span next to a whole emoji.
+    from workbench import Assembler
+    from workbench.ui import TokenViewModel
+
+    asm = Assembler(template="qwen2.5", cache=None)
+    patch = TokenViewModel(asm.tokenizer).update(asm.assemble({"messages": [{"role": "user", "content": "beans 🫘"}]}))
+    content, buffers = patch.message()
+    spans = in_blank_page(browser, BYTES_HARNESS, msg=content, bufs=[list(b) for b in buffers])
+    marked = [text for text, cls in spans if "wb-bytes" in cls]
+    assert any("<0xF0>" in t for t in marked), spans
+    assert not any(text == "" for text, cls in spans if "wb-special" not in cls), spans   # no empty span left
+    assert "🫘" not in "".join(text for text, _ in spans)      # the emoji is shown as the bytes that make it

@@ -174,3 +174,25 @@ def test_teaching_html_numbers_the_sections_and_styles_once(asm: Assembler) -> N
     assert page.count("<style>") == 1 and page.count("<section") == 7
     assert [int(n) for n in re.findall(r"<h3>(\d+)\. ", page)] == list(range(1, 8))
     assert page.count(MARK) == sum(s.html.count(MARK) for s in steps)
+
+
+def test_step_through_says_each_caption_once_and_draws_spaces_and_split_bytes(asm: Assembler) -> None:
+    from types import SimpleNamespace
+
+    from workbench.ui.teaching import StepThrough
+
+    turns = analyze(asm, [{"messages": [{"role": "user", "content": "a  b 🫘"}]},
+                          {"messages": [{"role": "user", "content": "a  b 🫘"}, {"role": "assistant", "content": "ok"},
+                                        {"role": "user", "content": "more"}]}])
+    walk = StepThrough()
+    assert walk.load(SimpleNamespace(analysis=turns[1], assembler=asm), turns[0].result)
+    for i, step in enumerate(walk.steps):
+        walk.index = i
+        body = walk.body_html()
+        assert body.count(html.escape(step.summary)) == 1, step.key      # the caption, once
+    prefill = {s.key: s for s in walk.steps}["prefill"].summary
+    assert "KV tab runs a real prefill" in prefill and "comes with the engine" not in prefill
+    pieces = [html.unescape(p) for p in re.findall(r'<span class="wb-t-piece">(.*?)</span>',
+                                                    {s.key: s for s in walk.steps}["tokens"].html)]
+    assert pieces and all(p.strip() for p in pieces)               # no piece is an empty cell
+    assert any("␣" in p for p in pieces) and any("<0xF0>" in p for p in pieces), pieces

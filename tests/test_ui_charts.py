@@ -90,3 +90,14 @@ def test_cache_panel_compares_the_truncation_policies_when_the_session_truncates
     # a session that never truncates shows no comparison
     calm = WorkbenchState(samples["tool_agent.json"], autosave=None).panels()
     assert calm.policies == () and "Truncation policies" not in cache_html(calm)
+
+
+def test_prefix_diff_shows_half_an_emoji_as_its_bytes() -> None:
+    # The engine held "🫘" split across tokens; the new prompt breaks between them.
+    asm = Assembler(template="qwen2.5", cache=None)
+    turns = analyze(asm, [{"messages": [{"role": "system", "content": "🫘 x"}, {"role": "user", "content": "hi"}]},
+                          {"messages": [{"role": "system", "content": "🫖 x"}, {"role": "user", "content": "hi"}]}])
+    diff = prefix_diff(turns[1], asm.tokenizer)
+    assert diff is not None
+    texts = [t["text"] for t in diff["previous"] + diff["current"]]
+    assert "\ufffd" not in "".join(texts) and any("<0xF0>" in t or "<0x9F>" in t for t in texts), texts

@@ -165,3 +165,32 @@ def test_a_change_alone_rebuilds_what_a_whole_view_shows_emoji_included() -> Non
         fresh.reset()
         assert [(f["text"], f["ids"], f["ends"]) for f in front] == [(f["text"], f["ids"], f["ends"]) for f in whole]
         assert whole[3]["ends"][-1] == len(u16(whole[3]["text"])) // 2     # ends count UTF-16 units
+
+
+def label_bytes(label: str) -> bytes:
+    """The bytes a `<0xF0>`-style label stands for (its text as UTF-8, each `<0xNN>` as that byte)."""
+    import re
+    return b"".join(bytes([int(m[1], 16)]) if m[1] else m[2].encode() for m in re.finditer(r"<0x([0-9A-F]{2})>|(.)",
+                                                                                           label, re.S))
+
+
+def test_tokens_that_split_a_character_are_labelled_with_their_bytes() -> None:
+    # Byte-level BPE splits a rare emoji across tokens: each piece is half a character, which the page
+    # would show as an empty span and a whole emoji. The patch labels them with their own bytes.
+    asm = Assembler(template="qwen2.5", cache=None)
+    r = asm.assemble({"messages": [{"role": "user", "content": "beans 🫘 and ascii"}]})
+    p = TokenViewModel(asm.tokenizer).update(r)
+    ids, _ends, _special = unpack(p)
+    off, found = 0, []
+    for seg in p.segments:
+        n = seg["end"] - seg["start"]
+        for i, label in seg.get("labels", {}).items():
+            tid = int(ids[off + int(i)])
+            assert label_bytes(label) == asm.tokenizer.token_bytes(tid)     # exactly its bytes
+            found.append(label)
+        off += n
+    assert any("<0xF0>" in label for label in found), found
+    # together the labelled tokens spell the emoji, and only they are labelled (ASCII tokens never)
+    assert b"".join(label_bytes(x) for x in found).strip() == "🫘".encode()
+    ascii_only = TokenViewModel(asm.tokenizer).update(asm.assemble({"messages": [{"role": "user", "content": "hi"}]}))
+    assert not any("labels" in s for s in ascii_only.segments)

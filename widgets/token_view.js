@@ -31,7 +31,10 @@ function decodeRuns(seg, ids, ends, special, offset, n = seg.end - seg.start) {
   let prev = 0;
   for (let i = 0; i < n; i++) {
     const end = ends[offset + i]; // a token inside a character ends where the previous one did
-    pieces.push({ id: ids[offset + i], text: seg.text.slice(prev, end), special: special[offset + i] === 1 });
+    const piece = { id: ids[offset + i], text: seg.text.slice(prev, end), special: special[offset + i] === 1 };
+    const label = seg.labels && seg.labels[i]; // part of a character: its bytes, <0xF0><0x9F>
+    if (label !== undefined) piece.label = label;
+    pieces.push(piece);
     prev = end;
   }
   return pieces;
@@ -70,8 +73,10 @@ function segLabel(seg) {
 function tokenSpan(t, seg, showTokens) {
   const span = document.createElement("span");
   span.className = t.special ? "wb-special" : (showTokens ? "wb-tok" : "");
-  span.textContent = t.text;
-  span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}`;
+  span.textContent = t.label !== undefined ? t.label : t.text;
+  if (t.label !== undefined) span.className += " wb-bytes";
+  span.title = `token ${t.id} · ${seg.kind}${seg.seq !== null ? " seq " + seg.seq : ""}` +
+    (t.label !== undefined ? " · bytes of a character split across tokens" : "");
   return span;
 }
 
@@ -85,7 +90,7 @@ function spliced(old, seg, mid) {
   const t = old.seg.text;
   const text = t.slice(0, seg.chars[0]) + seg.text + t.slice(t.length - seg.chars[1]);
   const tokens = [...old.tokens.slice(0, seg.head), ...mid, ...old.tokens.slice(old.tokens.length - seg.tail)];
-  const { from, head, tail, chars, ...meta } = seg;
+  const { from, head, tail, chars, labels, ...meta } = seg; // labels: on the tokens now
   return { seg: { ...meta, text }, tokens };
 }
 

@@ -36,6 +36,17 @@ def file_sha256(*paths: Path | str) -> str:
     return h.hexdigest()
 
 
+def byte_label(raw: bytes) -> str:
+    """`raw` as text where it is whole UTF-8 characters, and `<0xNN>` for each byte that is not
+    (a lone lead or continuation byte of a character split across tokens)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # surrogateescape maps each undecodable byte to U+DC80..U+DCFF, so the valid runs stay text.
+        text = raw.decode("utf-8", "surrogateescape")
+        return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
+
+
 def trie_regex(words: Iterable[str]) -> str:
     """A regex matching any of `words`, longest first, built as a trie.
 
@@ -184,15 +195,9 @@ class Tokenizer(ABC):
         return b"".join(self.token_bytes(int(i)) for i in ids).decode("utf-8", errors="replace")
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
-        """A display string per token (bytes that are not whole characters shown as \\xNN)."""
-        out = []
-        for i in ids:
-            b = self.token_bytes(int(i))
-            try:
-                out.append(b.decode("utf-8"))
-            except UnicodeDecodeError:
-                out.append("".join(f"\\x{x:02x}" for x in b))
-        return out
+        """A display string per token: its text, with bytes that are not whole characters (an emoji
+        split across tokens) shown as `<0xF0>`, the way byte-fallback vocabularies name them."""
+        return [byte_label(self.token_bytes(int(i))) for i in ids]
 
     def char_boundaries(self, text: str, ids: TokenIds) -> list[int] | None:
         """Character offset after each token of `text` (an ordinary chunk), or None when the

@@ -77,8 +77,9 @@ def prefix_diff(turn: "TurnAnalysis", tokenizer: "Tokenizer", context: int = 8) 
 
     def window(ids: np.ndarray) -> list[dict[str, Any]]:
         lo, hi = max(d - context, 0), min(d + context + 1, len(ids))
-        return [{"index": i, "id": int(ids[i]), "text": tokenizer.decode([int(ids[i])]), "diverges": i >= d}
-                for i in range(lo, hi)]
+        # A token's own bytes: half an emoji is `<0xF0><0x9F>`, not a replacement character.
+        return [{"index": i, "id": int(ids[i]), "text": text, "diverges": i >= d}
+                for i, text in zip(range(lo, hi), tokenizer.token_strings(ids[lo:hi]))]
 
     return {"first_divergence": d, "segment": turn.divergence_kind, "seq": turn.divergence_seq,
             "previous": window(old), "current": window(new),

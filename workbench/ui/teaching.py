@@ -114,6 +114,11 @@ def _template(result: "AssemblyResult", source: str | None) -> TeachingStep:
                  {"name": name, "version": version, "lines": len(lines), "shown": min(len(lines), SOURCE_LINES)})
 
 
+def visible_whitespace(piece: str) -> str:
+    """A token piece with its whitespace drawn (a lone space would be an empty table cell)."""
+    return piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+
+
 def _specials(result: "AssemblyResult", tok: "Tokenizer") -> list[tuple[int, int, str]]:
     """Special-token strings that became control tokens: those a user typed were escaped to plain text."""
     esc = result.escaped
@@ -148,7 +153,7 @@ def _tokens(result: "AssemblyResult", tok: "Tokenizer") -> TeachingStep:
     first = ids[:TOKEN_ROWS]
     special = np.isin(ids, tok.special_ids)
     rows = [(str(i), str(int(t)), (f'<mark class="wb-t-special">{escape(p)}</mark>' if special[i]
-                                   else escape(p.replace("\n", "↵"))))
+                                   else f'<span class="wb-t-piece">{escape(visible_whitespace(p))}</span>'))
             for i, (t, p) in enumerate(zip(first, tok.token_strings(first)))]
     total = len(ids)
     body = (_table(rows, ("#", "id", "piece"))
@@ -201,8 +206,8 @@ def _prefill(result: "AssemblyResult", reused: int, cfg: KVConfig) -> TeachingSt
             + _table(rows, ("", "tokens", "KV cache")))
     summary = (f"Prefill runs the model over the prompt and keeps a key and a value per layer for every token "
                f"({_size(bpt)} per token for {cfg.name}): {fresh} of {total} tokens must be prefilled, {reused} "
-               "could come from a prefix cache. These are computed sizes, not a measured prefill; the engine view "
-               "comes with the engine.")
+               "could come from a prefix cache. These sizes are computed from the model's shape, not a measured "
+               "prefill; the KV tab runs a real prefill and measures it.")
     return _step("prefill", "Prefill and KV cache", summary, body,
                  {"prompt_tokens": total, "reusable_tokens": reused, "prefill_tokens": fresh,
                   "kv_config": cfg.name, "kv_bytes_per_token": bpt, "kv_bytes_prompt": total * bpt,
@@ -307,4 +312,4 @@ class StepThrough:
 
     def body_html(self) -> str:
         step = self.steps[self.index]
-        return f"<style>{TEACHING_CSS}</style><p>{escape(step.summary)}</p>{step.html}"
+        return step.html        # its summary is its first paragraph

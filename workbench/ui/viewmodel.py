@@ -10,8 +10,9 @@ tokens they moved, so only the new segments travel. So the bytes per update foll
 segments, not the prompt. A new segment that takes the place of one the front end holds (an
 edited message) travels as the change alone when its tokens at both ends are the same: `from`
 names the old one, `head` and `tail` count the tokens kept, `chars` the characters they spell, and
-the text and the tokens are those between. Ends are in UTF-16 units (the page's strings count a
-character past U+FFFF as two). No UI library is imported here.
+the text and the tokens are those between. `labels` names, by index among a segment's tokens sent,
+those that hold part of a character (an emoji split in two) as their bytes, `<0xF0><0x9F>`.
+Ends are in UTF-16 units (the page's strings count a character past U+FFFF as two). No UI library is imported here.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class TokenViewModel:
             if change is not None:
                 extra, s_ids, s_ends = change
                 meta.update(extra, **{"from": old})
+            labels = self._byte_labels(s, s_ids, s_ends)
+            if labels:
+                meta["labels"] = labels
             metas.append(meta)
             ids.append(s_ids)
             ends.append(s_ends)
@@ -170,6 +174,16 @@ class TokenViewModel:
         if len(fresh) == len(segs) - keep:    # nothing kept past the prefix: the simple form
             return None, fresh
         return runs, fresh
+
+    def _byte_labels(self, s: Segment, ids: np.ndarray, ends: np.ndarray) -> dict[str, str]:
+        """`<0xF0>`-style labels of the tokens (by index among `ids`) that hold part of a character:
+        each one that ends inside a character (an empty piece) and the one after it, which completes
+        it. The page shows those instead of an empty span and a whole character."""
+        if s.text.isascii() or not len(ends) or not ends[-1]:
+            return {}
+        empty = np.flatnonzero(np.diff(ends, prepend=np.uint32(0)) == 0)
+        at = sorted({int(i) for i in empty} | {int(i) + 1 for i in empty if i + 1 < len(ids)})
+        return {str(i): label for i, label in zip(at, self.tokenizer.token_strings(ids[at]))}
 
     def _token_ends(self, s: Segment) -> np.ndarray:
         """Character offset where each token of the segment ends. A token that ends inside a
