@@ -209,3 +209,12 @@ def test_the_command_line_sets_each_source_policy(tmp_path, capsys):
                                                {"role": "user", "content": "q"}]}))
     assert main(["render", str(forged), "--template", "qwen2.5", "--assistant-injection", "reject"]) == 2
     assert "messages[1]: content contains" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("template", ["llama3", "qwen2.5"])
+def test_the_warning_names_every_token_it_escaped_not_only_the_first(template: str) -> None:
+    asm = Assembler(template=template, cache=None)
+    specials = sorted(asm.tokenizer.specials)[:4]
+    r = asm.assemble({"messages": [{"role": "user", "content": " then ".join(specials)}]})
+    [d] = [d for d in r.diagnostics if d.code == "special_token_injection"]
+    assert all(t in d.message for t in specials), (specials, d.message)

@@ -101,3 +101,22 @@ def test_prefix_diff_shows_half_an_emoji_as_its_bytes() -> None:
     assert diff is not None
     texts = [t["text"] for t in diff["previous"] + diff["current"]]
     assert "\ufffd" not in "".join(texts) and any("<0xF0>" in t or "<0x9F>" in t for t in texts), texts
+
+
+def test_cache_panel_counts_reused_segments_and_prompt_cache_lookups_apart() -> None:
+    # "local 0%" beside "local: 220 segments" read as a contradiction: segments reused from the live
+    # session's previous assembly are not prompt-cache lookups; each is shown with its own counts.
+    state = WorkbenchState(sample_sessions()["tool_agent.json"], autosave=None)
+    state.assemble()
+    last = len(state.doc.messages(state.turn)) - 1
+    state.apply({"op": "set", "index": last, "field": "content", "value": "and one more thing"})
+    state.assemble()
+    p = state.panels()
+    m = state.assembler().cache.metrics()
+    assert p.lookups["local"] == (m.hits["local"], m.hits["local"] + m.misses["local"])
+    html = cache_html(p)
+    hits, n = p.lookups["local"]
+    assert f"local {hits:,} hit(s) of {n:,}" in html and "prompt cache lookups (whole prompts" in html
+    reused = p.sources.get("local", {}).get("segments", 0)
+    assert reused and f"<td>reused (this process)</td><td>{reused}</td>" in html
+    assert "<td>local</td>" not in html

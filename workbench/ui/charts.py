@@ -39,31 +39,44 @@ def budget_figure(result: "AssemblyResult") -> dict[str, Any]:
         title += f" · truncation dropped {len(result.dropped)} message(s)"
     if b.free < 0:
         title += f" · over budget by {-b.free:,}"
-    return {"data": traces, "layout": {"barmode": "stack", "title": {"text": title}, "height": 160,
-                                       "margin": {"l": 60, "r": 20, "t": 50, "b": 30},
+    # The legend sits between the title and the bar: below it, Plotly's horizontal legend covered
+    # the axis labels and title.
+    return {"data": traces, "layout": {"barmode": "stack", "title": {"text": title, "y": 0.96, "yanchor": "top"},
+                                       "height": 190, "margin": {"l": 60, "r": 20, "t": 80, "b": 45},
                                        "xaxis": {"range": [0, b.context_window], "title": {"text": "tokens"}},
-                                       "legend": {"orientation": "h"}}}
+                                       "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}}}
+
+
+PROVIDER_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#57606a")
+PROVIDER_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 
 def cache_figure(simulations: Sequence["Simulation"]) -> dict[str, Any]:
+    # One colour and marker per provider, its cost line dotted in the same colour: eight lines in
+    # Plotly's default cycle could not be told apart, nor paired.
     traces: list[dict[str, Any]] = []
-    for sim in simulations:
+    for k, sim in enumerate(simulations):
         turns = [t.turn for t in sim.turns]
+        colour = PROVIDER_COLOURS[k % len(PROVIDER_COLOURS)]
         traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{sim.provider} cached",
+                       "legendgroup": sim.provider, "line": {"color": colour},
+                       "marker": {"symbol": PROVIDER_MARKERS[k % len(PROVIDER_MARKERS)], "size": 6},
                        "x": turns, "y": [t.cached_tokens for t in sim.turns]})
         traces.append({"type": "scatter", "mode": "lines", "name": f"{sim.provider} cost", "yaxis": "y2",
-                       "line": {"dash": "dot"}, "x": turns,
+                       "legendgroup": sim.provider, "line": {"dash": "dot", "color": colour}, "x": turns,
                        "y": np.cumsum([t.cost for t in sim.turns]).round(6).tolist()})
     if simulations:
         first = simulations[0]
         traces.insert(0, {"type": "bar", "name": "prompt tokens", "opacity": 0.25,
                           "x": [t.turn for t in first.turns], "y": [t.tokens for t in first.turns]})
+    # The legend above the plot, under the title: below it, it covered the "turn" axis title.
     return {"data": traces, "layout": {"title": {"text": "Cached tokens per turn, by provider (cost: cumulative, "
-                                                         "example prices)"},
+                                                         "example prices)", "y": 0.97, "yanchor": "top"},
+                                       "height": 460, "margin": {"t": 110, "b": 50},
                                        "xaxis": {"title": {"text": "turn"}},
                                        "yaxis": {"title": {"text": "tokens"}},
-                                       "yaxis2": {"title": {"text": "cost"}, "overlaying": "y", "side": "right"},
-                                       "legend": {"orientation": "h"}}}
+                                       "yaxis2": {"title": {"text": "cost ($)"}, "overlaying": "y", "side": "right"},
+                                       "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}}}
 
 
 def prefix_diff(turn: "TurnAnalysis", tokenizer: "Tokenizer", context: int = 8) -> dict[str, Any] | None:

@@ -46,18 +46,25 @@ def diagnostics_html(result: "AssemblyResult") -> str:
     return f'<ul class="wb-diags">{rows}</ul>'
 
 
+SOURCES = {"local": "reused (this process)", "redis": "reused (via Redis)", "fresh": "rendered and tokenized now"}
+
+
 def cache_html(p: "Panels") -> str:
     """This turn's segments by source, the prompt cache's hit rates, and each provider's totals."""
-    src = "".join(f"<tr><td>{escape(k)}</td><td>{v['segments']}</td><td>{v['tokens']:,}</td></tr>"
+    src = "".join(f"<tr><td>{escape(SOURCES.get(k, k))}</td><td>{v['segments']}</td><td>{v['tokens']:,}</td></tr>"
                   for k, v in sorted(p.sources.items()))
-    rates = ", ".join(f"{escape(k)} {v:.0%}" for k, v in p.hit_rates.items()) or "no lookups yet"
+    # Reused segments mostly come from the live session's previous assembly, not from the prompt
+    # cache's lookups: the two are counted apart, each with its counts (a bare "local 0%" beside
+    # "local: 220 segments" read as a contradiction).
+    rates = ", ".join(f"{escape(k)} {hits:,} hit(s) of {n:,} ({hits / n:.0%})" if n else f"{escape(k)} no lookups"
+                      for k, (hits, n) in p.lookups.items()) or "no lookups yet"
     prov = "".join(
         f"<tr><td>{escape(s.provider)}</td><td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
         f"<td>{s.hit_ratio:.1%}</td><td>${s.total_cost:.4f}</td></tr>" for s in p.simulations)
     turns = len(p.simulations[0].turns) if p.simulations else 0
     return (f'<div class="wb-cache"><b>This turn&#x27;s segments by source</b>'
             f'<table class="wb-table wb-sources"><tr><th>source</th><th>segments</th><th>tokens</th></tr>{src}</table>'
-            f'<div>prompt cache hit rate: {rates}</div>'
+            f'<div class="wb-lookups">prompt cache lookups (whole prompts; byte-capped LRU, then Redis): {rates}</div>'
             f'<b>Provider prefix caches over the {turns} turns</b> '
             f'(<span class="wb-cache-template">{escape(p.assembler.template.name)}</span>; example prices)'
             f'<table class="wb-table wb-providers"><tr><th>provider</th><th>cached now</th><th>hit ratio</th>'

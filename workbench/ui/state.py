@@ -65,6 +65,7 @@ class Panels:
     cache_figure: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, dict[str, int]] = field(default_factory=dict)  # segment source -> segments, tokens
     hit_rates: dict[str, float] = field(default_factory=dict)         # prompt-cache tier -> hit rate
+    lookups: dict[str, tuple[int, int]] = field(default_factory=dict)  # prompt-cache tier -> (hits, lookups)
     turns_ms: float = 0.0                    # time to bring every turn up to date
     turns_assembled: int = 0                 # how many turns that assembled (the rest were kept)
     prompts: tuple[TurnPrompt, ...] = ()     # every turn as the simulators saw it
@@ -396,10 +397,13 @@ class WorkbenchState:
             row = sources.setdefault(s.source, {"segments": 0, "tokens": 0})
             row["segments"] += 1
             row["tokens"] += s.token_count
-        hit_rates = {}
+        hit_rates, lookups = {}, {}
         if asm.cache is not None:
-            hit_rates = {str(k): round(v, 4) for k, v in asm.cache.metrics().hit_rate.items()}
+            m = asm.cache.metrics()
+            hit_rates = {str(k): round(v, 4) for k, v in m.hit_rate.items()}
+            lookups = {str(k): (m.hits[k], m.hits[k] + m.misses[k]) for k in m.hit_rate}
         return replace(out, simulations=sims, cache_figure=cache_figure(sims), sources=sources, hit_rates=hit_rates,
+                       lookups=lookups,
                        turns_ms=turns_ms, turns_assembled=assembled, prompts=tuple(prompts),
                        parts=out.parts | {"cache"})
 
