@@ -261,6 +261,30 @@ def test_prefix_diff_and_teaching(page) -> None:  # type: ignore[no-untyped-def]
     expect(page.locator(".wb-teach-title")).to_contain_text("Step 7 of 7")
 
 
+def test_teach_presentation_mode(page) -> None:  # type: ignore[no-untyped-def]
+    # Large type, one idea per screen, the rest of the page out of the way; and back.
+    tab(page, "Teach")
+    expect(page.locator(".wb-teach-title")).to_contain_text("Step 1 of 7", timeout=FIRST_VIEW_MS)
+    expect(page.locator(".wb-t-summary")).to_have_count(1)             # the caption once, not twice
+    page.get_by_role("button", name="Present").click()
+    idea = page.locator(".wb-p-idea")
+    expect(idea).to_contain_text("list of", timeout=UPDATE_MS)          # step 1's idea: the messages
+    assert float(idea.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
+    expect(page.get_by_label("Session")).to_be_hidden()                  # the editor column is out of the way
+    expect(page.locator(".wb-present .wb-p-dot")).to_have_count(7)
+    page.get_by_role("button", name="Next ▶").click()
+    expect(page.locator(".wb-p-step")).to_contain_text("2 / 7 · Chat template")
+    expect(page.locator(".wb-p-dot.wb-p-on")).to_have_count(1)
+    if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # the README's picture of the mode
+        for _ in range(4):
+            page.get_by_role("button", name="Next ▶").click()
+        expect(page.locator(".wb-p-step")).to_contain_text("6 / 7")
+        page.screenshot(path=str(ROOT / "docs" / "images" / "present.png"))
+    page.get_by_role("button", name="Present").click()
+    expect(page.get_by_label("Session")).to_be_visible(timeout=UPDATE_MS)
+    expect(page.locator(".wb-present")).to_have_count(0)
+
+
 # The token view's module, alone in a blank page, with a stand-in model of each host: anywidget
 # (buffers as the callback's second argument, model.send) and Panel (buffers inside the message,
 # no model.send: the view bumps `sync`).

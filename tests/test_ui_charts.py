@@ -118,5 +118,5 @@ def test_cache_panel_counts_reused_segments_and_prompt_cache_lookups_apart() -> 
     hits, n = p.lookups["local"]
     assert f"local {hits:,} hit(s) of {n:,}" in html and "prompt cache lookups (whole prompts" in html
     reused = p.sources.get("local", {}).get("segments", 0)
-    assert reused and f"<td>reused (this process)</td><td>{reused}</td>" in html
+    assert reused and f"<td>local (reused in this process)</td><td>{reused}</td>" in html
     assert "<td>local</td>" not in html

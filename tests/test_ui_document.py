@@ -3,6 +3,7 @@ operations, atomic saves, autosave and restore, and live assembly that stays exa
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 import time
@@ -341,3 +342,19 @@ def test_export_from_the_workbench_state_and_the_notebook_widget(tmp_path: Path)
     assert wb.export(str(tmp_path / "not-a-bundle")) is None
     assert "not replacing a folder that is not a bundle" in wb.export_status.value
     assert (tmp_path / "not-a-bundle" / "notes.txt").read_text() == "mine"
+
+
+def test_the_notebook_teach_presentation_mode() -> None:
+    from workbench.ui.notebook import Workbench
+
+    wb = Workbench(SAMPLES["timestamp_system.json"], template="qwen2.5")
+    wb.wait()
+    assert wb.teach_body.value.count('<p class="wb-t-summary">') == 1 and "wb-present" not in wb.teach_body.value
+    wb.teach_present.value = True
+    first = wb.teach_body.value
+    assert 'class="wb-present"' in first and "wb-p-idea" in first and first.count("wb-p-dot wb-p-on") == 1
+    assert wb.teach.steps[0].summary.split(",")[0] in html.unescape(first)
+    wb.teach_next.click()
+    assert "2 / 7 · Chat template" in html.unescape(wb.teach_body.value)
+    wb.teach_present.value = False
+    assert "wb-present" not in wb.teach_body.value and wb.teach_body.value == wb.teach.steps[1].html

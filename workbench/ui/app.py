@@ -161,7 +161,17 @@ class TeachingPanel:
         self.next = pn.widgets.Button(**{LABEL: "Next ▶"}, width=90)
         self.back.on_click(lambda _e: self.go(-1))
         self.next.on_click(lambda _e: self.go(+1))
-        self.layout = pn.Column(pn.Row(self.back, self.next, self.title), self.body, sizing_mode="stretch_width")
+        # Presentation mode: large type, one idea per screen, and the rest of the page out of the way.
+        self.present = pn.widgets.Toggle(**{LABEL: "Present"}, width=100, css_classes=["wb-present-toggle"])
+        self.on_present: Callable[[bool], None] = lambda _on: None
+        self.present.param.watch(lambda e: self._present(e.new), "value")
+        self.layout = pn.Column(pn.Row(self.back, self.next, self.present, self.title), self.body,
+                                sizing_mode="stretch_width")
+
+    def _present(self, on: bool) -> None:
+        self.walk.presenting = on
+        self.on_present(on)
+        self.go(0)
 
     def update(self, state: WorkbenchState, panels: Panels) -> None:
         if self.walk.load(panels, panels.previous):
@@ -376,6 +386,8 @@ class WorkbenchApp:
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
         main = pn.Column(self.header, self.alert, self.budget, self.panels_status, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
+        self.teaching.on_present = lambda on: [w.param.update(visible=not on) for w in
+                                               (controls, self.header, self.budget, self.panels_status)]
         self._file_status()
         # The slower panels are computed for the open tab only (the Tokens tab needs none).
         names = [name for name, _ in pages]

@@ -46,7 +46,8 @@ def diagnostics_html(result: "AssemblyResult") -> str:
     return f'<ul class="wb-diags">{rows}</ul>'
 
 
-SOURCES = {"local": "reused (this process)", "redis": "reused (via Redis)", "fresh": "rendered and tokenized now"}
+SOURCES = {"local": "local (reused in this process)", "redis": "redis (reused via Redis)",
+           "fresh": "fresh (rendered and tokenized now)"}
 
 
 def cache_html(p: "Panels") -> str:

@@ -243,6 +243,7 @@ class Workbench:
         self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
         self.teach_back, self.teach_next = W.Button(description="◀ Back"), W.Button(description="Next ▶")
+        self.teach_present = W.ToggleButton(description="Present", tooltip="large type, one idea per screen")
         self.teach = StepThrough()
         self.diagnostics = W.HTML()
 
@@ -263,6 +264,7 @@ class Workbench:
         self.semantic_run.on_click(lambda _b: self.semantic(wait=False))
         self.teach_back.on_click(lambda _b: self._teach(-1))
         self.teach_next.on_click(lambda _b: self._teach(+1))
+        self.teach_present.observe(lambda c: self._present(c["new"]), "value")
 
         self.controller.refresh()
         result = s.result
@@ -280,7 +282,8 @@ class Workbench:
         tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
                                W.VBox([W.HBox([self.kv_config, self.kv_run]), self.kv, self.kv_chart]),
                                W.VBox([self.semantic_run, self.semantic_out]),
-                               W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_title]), self.teach_body]),
+                               W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
+                                       self.teach_body]),
                                self.diagnostics])
         names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Diagnostics")
         for i, t in enumerate(names):
@@ -430,6 +433,10 @@ class Workbench:
             return
         error = self.controller.set_json(name, text)
         out.value = f'<span class="wb-diag-error">{escape(error)}</span>' if error else ""
+
+    def _present(self, on: bool) -> None:
+        self.teach.presenting = on
+        self._teach(0)
 
     def _teach(self, delta: int) -> None:
         if self.teach.move(delta):

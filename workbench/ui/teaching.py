@@ -8,6 +8,7 @@ notebook, the app and the tests read the same thing. No UI library is imported h
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,20 @@ mark.wb-t-special{background:#333;color:#fff;border-radius:3px;padding:0 2px}
 .wb-t-reused{background:#4caf50}.wb-t-new{background:#ff9800}
 """
 _STYLE = f"<style>{TEACHING_CSS}</style>"
+# Presentation mode: readable from the back of a room. The data part keeps its own sizes, capped in
+# height, so that a step stays one screen.
+PRESENT_CSS = """
+.wb-present{font:22px/1.4 system-ui,sans-serif;padding:1.2rem 1.6rem;min-height:70vh;display:flex;
+  flex-direction:column;gap:.8rem}
+.wb-p-step{font-size:20px;color:#57606a;letter-spacing:.02em}
+.wb-p-idea{font-size:34px;line-height:1.3;font-weight:600;margin:0;max-width:52rem}
+.wb-p-more{font-size:22px;margin:0;color:#424a53;max-width:52rem}
+.wb-p-data{font-size:17px;max-height:45vh;overflow:auto;border-top:1px solid #d0d7de;padding-top:.6rem}
+.wb-p-data .wb-t-table{font-size:16px} .wb-p-data .wb-t-src,.wb-p-data .wb-t-text{font-size:15px;max-height:40vh}
+.wb-p-data .wb-t-bar{height:28px}
+.wb-p-dots{display:flex;gap:.5rem;margin-top:auto}
+.wb-p-dot{width:14px;height:14px;border-radius:50%;background:#d0d7de} .wb-p-dot.wb-p-on{background:#0969da}
+"""
 
 
 @dataclass(frozen=True)
@@ -271,6 +286,15 @@ def teaching_for_turn(assembler: "Assembler", session_file: "SessionFile", turn:
                           previous=prev, analysis=analysis, kv_config=kv_config)
 
 
+def headline(summary: str) -> tuple[str, str]:
+    """A summary's first clause as the headline (up to the first colon, semicolon or sentence end
+    past a few words), and the rest."""
+    m = re.search(r"(?<=.{24})(?:[:;]|\.)\s", summary)
+    if m is None:
+        return summary, ""
+    return summary[:m.start() + (m.group(0)[0] == ".")].rstrip(), summary[m.end():].strip()
+
+
 class StepThrough:
     """The step-through both hosts show: the selected turn's steps and which one is shown, with the
     HTML of its title and body (the hosts only put these into their own widgets)."""
@@ -306,10 +330,26 @@ class StepThrough:
     def at_last(self) -> bool:
         return self.index == len(self.steps) - 1
 
+    presenting = False       # presentation mode: large type, one idea per screen
+
     def title_html(self) -> str:
         step = self.steps[self.index]
         return f'<b class="wb-teach-title">Step {self.index + 1} of {len(self.steps)}: {escape(step.title)}</b>'
 
     def body_html(self) -> str:
-        step = self.steps[self.index]
-        return step.html        # its summary is its first paragraph
+        return self.present_html() if self.presenting else self.steps[self.index].html  # summary: its first paragraph
+
+    def present_html(self) -> str:
+        """The step for a room: its one idea as a headline in large type, its number and title
+        above, and this session's data below it, shortened to what a screen holds (the idea is the
+        point; the whole table is one click away outside the mode)."""
+        step, n = self.steps[self.index], len(self.steps)
+        idea, more = headline(step.summary)
+        dots = "".join(f'<span class="wb-p-dot{" wb-p-on" if i == self.index else ""}"></span>' for i in range(n))
+        data = step.html.removeprefix(_STYLE).replace(f'<p class="wb-t-summary">{escape(step.summary)}</p>', "", 1)
+        return (f"<style>{TEACHING_CSS}{PRESENT_CSS}</style><div class=\"wb-present\">"
+                f'<div class="wb-p-step">{self.index + 1} / {n} · {escape(step.title)}</div>'
+                f'<p class="wb-p-idea">{escape(idea)}</p>'
+                + (f'<p class="wb-p-more">{escape(more)}</p>' if more else "")
+                + f'<div class="wb-p-data">{data}</div>'
+                f'<div class="wb-p-dots">{dots}</div></div>')
