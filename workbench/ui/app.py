@@ -45,6 +45,9 @@ from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
 from .channel import PATH, encode_patch, handlers, open_channel
 from .charts import budget_figure
+from .compare import KINDS, CompareRunner, values_for
+from .compare_html import CSS as COMPARE_CSS
+from .compare_html import compare_html
 from .controller import Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
@@ -344,6 +347,7 @@ class WorkbenchApp:
         self.semantic = pn.pane.HTML(semantic_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
         self.teaching = TeachingPanel()
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        compare_tab = self._compare_tab()
 
         self.session_select.param.watch(self._on_pick, "value")
         self.upload.param.watch(self._on_upload, "value")
@@ -382,7 +386,7 @@ class WorkbenchApp:
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
                  ("Prefix diff", self.diff), ("KV", kv),
                  ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
-                 ("Teach", self.teaching.layout), ("Diagnostics", self.diagnostics)]
+                 ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Diagnostics", self.diagnostics)]
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
         main = pn.Column(self.header, self.alert, self.budget, self.panels_status, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
@@ -393,6 +397,7 @@ class WorkbenchApp:
         names = [name for name, _ in pages]
         self.controller.views = NEEDS.get(names[tabs.active], frozenset())
         tabs.param.watch(lambda e: self.controller.set_views(NEEDS.get(names[e.new], frozenset())), "active")
+        tabs.param.watch(lambda e: self.comparer.set_open(names[e.new] == "Compare"), "active")
         self.tabs = tabs
         self.controller.refresh()
         self.controller.request_panels()
@@ -498,6 +503,7 @@ class WorkbenchApp:
         if self.alert.visible:
             self.alert.param.update(object="", visible=False)
         self.view.show(result, self.state.assembler().tokenizer)
+        self.comparer.request()     # nothing unless the Compare tab is open
 
     def show_summary(self, result: AssemblyResult) -> None:
         self.header.object = header_html(self.view.header)
@@ -537,6 +543,50 @@ class WorkbenchApp:
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.teaching.update(self.state, panels)
+
+    # the Compare tab -----------------------------------------------------------------------------
+    def _compare_tab(self) -> Any:
+        """B differs from the live state in a template, a tokenizer or a version (the saved file, a
+        pinned snapshot); computed on its own worker while the tab is open (compare.py)."""
+        self.comparer = CompareRunner(self.state, self.host.call_later, self.host.call_from_thread,
+                                      self._show_compare, self._compare_progress,
+                                      background=self.host.doc is not None, hold=self.controller.yield_to_edits)
+        choice = self.comparer.choice
+        self.compare_kind = pn.widgets.Select(**{LABEL: "B differs in"}, options=list(KINDS), value=choice.kind,
+                                              width=150)
+        self.compare_value = pn.widgets.Select(**{LABEL: "B"}, options=values_for(choice.kind, self.state, choice),
+                                               value=choice.value, width=180)
+        self.compare_pin = pn.widgets.Button(**{LABEL: "Pin this version"}, width=140, align="end")
+        self.compare_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.compare_out = pn.pane.HTML(compare_html(None, note="comparing…"), sizing_mode="stretch_width",
+                                        stylesheets=[CSS, COMPARE_CSS], css_classes=["wb-compare"])
+        self.compare_kind.param.watch(lambda e: self._compare_choose(kind=e.new), "value")
+        self.compare_value.param.watch(lambda e: e.new is not None and self._compare_choose(value=e.new), "value")
+        self.compare_pin.on_click(lambda _e: self._compare_pin())
+        return pn.Column(pn.Row(self.compare_kind, self.compare_value, self.compare_pin), self.compare_status,
+                         self.compare_out, sizing_mode="stretch_width")
+
+    def _compare_choose(self, **choice: str) -> None:
+        self.comparer.choose(**choice)
+        self._compare_options()
+
+    def _compare_pin(self) -> None:
+        self.comparer.pin()
+        self._compare_options()
+
+    def _compare_options(self) -> None:
+        c = self.comparer.choice
+        options = values_for(c.kind, self.state, c)
+        if self.compare_kind.value != c.kind:
+            self.compare_kind.value = c.kind
+        if list(self.compare_value.options) != options or self.compare_value.value != c.value:
+            self.compare_value.param.update(options=options, value=c.value if c.value in options else None)
+
+    def _show_compare(self, comparison: Any, error: str) -> None:
+        self.compare_out.object = compare_html(comparison, error)
+
+    def _compare_progress(self, text: str) -> None:
+        self.compare_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
 
     def _run_semantic(self) -> None:
         self.semantic_run.disabled = True

@@ -246,6 +246,7 @@ class Workbench:
         self.teach_present = W.ToggleButton(description="Present", tooltip="large type, one idea per screen")
         self.teach = StepThrough()
         self.diagnostics = W.HTML()
+        compare_tab = self._compare_tab()
 
         self.session_select.observe(lambda c: c["new"] and self._open(c["new"]), "value")
         self._quiet = False
@@ -284,8 +285,8 @@ class Workbench:
                                W.VBox([self.semantic_run, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
                                        self.teach_body]),
-                               self.diagnostics])
-        names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Diagnostics")
+                               compare_tab, self.diagnostics])
+        names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Compare", "Diagnostics")
         for i, t in enumerate(names):
             tabs.set_title(i, t)
         # The slower panels are computed for the open tab only (`wait()` computes them all).
@@ -293,6 +294,8 @@ class Workbench:
         self.controller.views = NEEDS.get(names[tabs.selected_index or 0], frozenset())
         tabs.observe(lambda c: self.controller.set_views(NEEDS.get(names[c["new"] or 0], frozenset())),
                      "selected_index")
+        tabs.observe(lambda c: self.comparer.set_open(names[c["new"] or 0] == "Compare"), "selected_index")
+        self.tabs = tabs
         self.panels_status = W.HTML()
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
                        self.editor, extra], layout=W.Layout(width="40%"))
@@ -372,6 +375,70 @@ class Workbench:
         self.semantic_out.value = semantic_html(None, note="loading the embedder, replaying the earlier turns…")
         return self._request(self.controller.run_semantic, show, wait)
 
+    def compare(self, kind: str | None = None, value: str | None = None, *, pin: bool = False) -> Any:
+        """The Compare tab: B differs from the live state in `kind` (template, tokenizer, version)
+        taking `value` (a template, a tokenizer; "saved file" or "pinned snapshot"); `pin` pins the
+        session as it is now first. Computed here and now (with the cache figures) and shown in the
+        tab; returns the Comparison (None when there is nothing to compare with, shown in the tab)."""
+        if pin:
+            self.comparer.pin()
+        if kind is not None or value is not None:
+            self.comparer.choose(kind, value)
+        self._compare_options()
+        return self.comparer.run()
+
+    def _compare_tab(self) -> Any:
+        """B differs from the live state in a template, a tokenizer or a version (the saved file, a
+        pinned snapshot); computed on its own worker while the tab is open (compare.py)."""
+        from .compare import KINDS, CompareRunner, values_for
+        from .compare_html import CSS as COMPARE_CSS
+        from .compare_html import compare_html
+        W = self._W
+        host = _NotebookHost(self)
+        self.comparer = CompareRunner(self.state, host.call_later, host.call_from_thread, self._show_compare,
+                                      lambda text: setattr(self.compare_status, "value", escape(text)),
+                                      hold=self.controller.yield_to_edits)
+        c = self.comparer.choice
+        self.compare_kind = W.Dropdown(description="B differs in", options=list(KINDS), value=c.kind)
+        self.compare_value = W.Dropdown(description="B", options=values_for(c.kind, self.state, c), value=c.value)
+        self.compare_pin = W.Button(description="Pin this version")
+        self.compare_status = W.HTML()
+        self.compare_out = W.HTML(compare_html(None, note="comparing…"))
+        self._compare_css = f"<style>{COMPARE_CSS}</style>"
+        self._compare_quiet = False
+        self.compare_kind.observe(lambda ch: self._compare_choose(kind=ch["new"]), "value")
+        self.compare_value.observe(lambda ch: ch["new"] is not None and self._compare_choose(value=ch["new"]), "value")
+        self.compare_pin.on_click(lambda _b: self._compare_choose(pin=True))
+        return W.VBox([W.HBox([self.compare_kind, self.compare_value, self.compare_pin]), self.compare_status,
+                       self.compare_out])
+
+    def _compare_choose(self, kind: str | None = None, value: str | None = None, pin: bool = False) -> None:
+        if self._compare_quiet:
+            return
+        if pin:
+            self.comparer.pin()
+        else:
+            self.comparer.choose(kind, value)
+        self._compare_options()
+
+    def _compare_options(self) -> None:
+        from .compare import values_for
+        c = self.comparer.choice
+        options = values_for(c.kind, self.state, c)
+        self._compare_quiet = True     # setting options resets the value: not a choice of the user's
+        try:
+            if self.compare_kind.value != c.kind:
+                self.compare_kind.value = c.kind
+            if list(self.compare_value.options) != options or self.compare_value.value != c.value:
+                self.compare_value.options = options
+                self.compare_value.value = c.value if c.value in options else None
+        finally:
+            self._compare_quiet = False
+
+    def _show_compare(self, comparison: Any, error: str) -> None:
+        from .compare_html import compare_html
+        self.compare_out.value = self._compare_css + compare_html(comparison, error)
+
     def _request(self, start: Any, show: Any, wait: bool) -> Any:
         """Start slow work through the controller, `show` its outcome; with `wait`, run it here and
         return its result (None on an error, which `show` displays)."""
@@ -447,6 +514,7 @@ class Workbench:
         self.alert.value = ""
         self.view.error = ""
         self.view._feed(result, self.state.assembler().tokenizer)
+        self.comparer.request()     # nothing unless the Compare tab is open
 
     def _show_summary(self, result: AssemblyResult) -> None:
         from .charts import budget_figure
