@@ -223,6 +223,10 @@ def test_the_runner_computes_only_while_open_and_a_closed_tab_cancels() -> None:
     assert shown == [] and not r._running
     out = r.run()                                           # here and now
     assert out is not None and out.cache and shown[-1][0] is out and out.b.side.template == "qwen3"
+    # Side A is the live state: its figures are the cache panel's, equal to its own simulation.
+    own = CacheFigures().simulations(out.a.side)
+    assert [m.to_json() for m in out.a.simulations] == [m.to_json() for m in own]
+    assert s._last_panels is not None and s._last_panels.simulations == out.a.simulations
 
 
 def test_the_app_has_a_compare_tab(tmp_path: Path) -> None:

@@ -330,14 +330,23 @@ class CacheFigures:
         return sims
 
     def of_both(self, c: Comparison, check: Callable[[], None] | None = None,
-                progress: Callable[[str, int, int], None] | None = None) -> Comparison:
-        """The comparison with both sides' cache figures (a failed side has none)."""
+                progress: Callable[[str, int, int], None] | None = None,
+                live: WorkbenchState | None = None) -> Comparison:
+        """The comparison with both sides' cache figures (a failed side has none). A side that is
+        `live`'s own document and settings takes the cache panel's figures: its turns are shared."""
         a, b = c.a, c.b
         if a.ok:
-            a = replace(a, simulations=self.simulations(a.side, check, progress))
+            a = replace(a, simulations=self._of(a.side, check, progress, live))
         if b.ok:
-            b = replace(b, simulations=self.simulations(b.side, check, progress))
+            b = replace(b, simulations=self._of(b.side, check, progress, live))
         return replace(c, a=a, b=b, cache=True)
+
+    def _of(self, side: Side, check: Callable[[], None] | None, progress: Callable[[str, int, int], None] | None,
+            live: WorkbenchState | None) -> tuple[Simulation, ...]:
+        if live is not None and side.doc is live.doc and side.doc_key == ("live", live.generation) and \
+                (side.template, side.tokenizer, side.custom) == (live.template, live.tokenizer, live.custom_source):
+            return live.panels(frozenset({"cache"}), check=check, progress=progress).simulations
+        return self.simulations(side, check, progress)
 
 
 # --------------------------------------------------------------------------------- the choices
@@ -460,7 +469,7 @@ class CompareRunner:
             a, b = sides(self.state, self.choice)
             c = self._turns(a, b, self.state.turn)
             self._publish(c, "")
-            c = self.figures.of_both(c)
+            c = self.figures.of_both(c, live=self.state)
             self._publish(c, "")
             return c
         except WorkbenchError as exc:
@@ -506,7 +515,7 @@ class CompareRunner:
             c = self._turns(a, b, turn)
             check()
             self._from_thread(lambda: self._publish(c, ""))
-            full = self.figures.of_both(c, check, self._report)
+            full = self.figures.of_both(c, check, self._report, self.state)
             check()
             self._from_thread(lambda: self._publish(full, ""))
         except Cancelled:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 SMALL = 2_000          # prompts up to this many tokens show every segment; longer ones fold equal segments
 CELL_TOKENS = 2_000    # tokens drawn per segment cell; the rest are counted
+SIDE_TOKENS = 12_000   # tokens drawn per side in all (a page of spans, not megabytes of them)
 MAX_ROWS = 400         # rows of the count table and the token grid
 
 CSS = """
@@ -36,6 +37,7 @@ CSS = """
 .wb-cmp-only { background: #ffd8d3; outline: 1px solid #cf222e; }
 .wb-cmp-special { font-weight: 700; color: #8250df; }
 .wb-cmp-fold { color: #57606a; font-style: italic; }
+.wb-cmp-folded { grid-column: 1 / span 2; font-family: system-ui, sans-serif; font-size: 11.5px; }
 .wb-cmp-plus { color: #1a7f37; } .wb-cmp-minus { color: #b42318; }
 .wb-cmp-legend span { margin-right: 10px; }
 .wb-cmp .wb-muted { color: #57606a; }
@@ -53,7 +55,8 @@ def compare_html(c: "Comparison | None", error: str = "", note: str = "") -> str
               '<span class="wb-cmp-tok wb-cmp-only">only on this side</span>'
               '<span class="wb-cmp-tok wb-cmp-special">special token</span>'
               f'<span>{"the same prompt on both sides" if c.identical else _ops(c)}</span></div>')
-    tables = (f'<div class="wb-cmp-tables"><div class="wb-cmp-counts-box">{_counts(rows)}</div>'
+    fold = max(len(c.a.ids), len(c.b.ids)) > SMALL
+    tables = (f'<div class="wb-cmp-tables"><div class="wb-cmp-counts-box">{_counts(rows, fold)}</div>'
               f'{_cache(c)}</div>')
     err = "".join(f'<div class="wb-cmp-error">{escape(s.side.label)}: {escape(s.error)}</div>'
                   for s in (c.a, c.b) if s.error)
@@ -92,11 +95,17 @@ def _rows(c: "Comparison") -> tuple[SegmentRow, ...]:
                  for k, seg in enumerate(s.segments))
 
 
-def _counts(rows: tuple[SegmentRow, ...]) -> str:
+def _counts(rows: tuple[SegmentRow, ...], fold: bool) -> str:
+    """The count table; in a long prompt, the segments the same on both sides are counted, not listed."""
+    total_a, total_b = sum(r.left_tokens for r in rows), sum(r.right_tokens for r in rows)
+    same = sum(1 for r in rows if _same(r) and r.delta == 0) if fold else 0
+    if same:
+        rows = tuple(r for r in rows if not (_same(r) and r.delta == 0))
     body = "".join(f'<tr><td>{escape(r.label)}</td><td>{r.left_tokens:,}</td><td>{r.right_tokens:,}</td>'
                    f'<td class="{_sign_class(r.delta)}">{r.delta:+,}</td></tr>' for r in rows[:MAX_ROWS])
     more = f'<tr><td colspan="4">… {len(rows) - MAX_ROWS:,} more segments</td></tr>' if len(rows) > MAX_ROWS else ""
-    total_a, total_b = sum(r.left_tokens for r in rows), sum(r.right_tokens for r in rows)
+    if same:
+        more += f'<tr><td colspan="4" class="wb-cmp-fold">{same:,} more segments the same on both sides</td></tr>'
     return (f'<table class="wb-table wb-cmp-counts"><tr><th>segment</th><th>A</th><th>B</th><th>Δ</th></tr>'
             f'<tr><td><b>all</b></td><td><b>{total_a:,}</b></td><td><b>{total_b:,}</b></td>'
             f'<td class="{_sign_class(total_b - total_a)}"><b>{total_b - total_a:+,}</b></td></tr>{body}{more}</table>')
@@ -127,26 +136,45 @@ def _figures(sa: "Simulation | None", sb: "Simulation | None", a: SideResult, b:
             f"<td>{cost[0]}</td><td>{cost[1]}</td>")
 
 
+def _same(r: SegmentRow) -> bool:
+    return r.left is not None and r.right is not None and r.left_changed == 0 and r.right_changed == 0
+
+
 def _grid(c: "Comparison", rows: tuple[SegmentRow, ...]) -> str:
+    """Matched segments side by side; in a long prompt, each stretch of segments the same on both
+    sides is one folded line, so the differences are what shows."""
     fold = max(len(c.a.ids), len(c.b.ids)) > SMALL
-    cells = []
+    cells: list[str] = []
+    stretch: list[SegmentRow] = []
+
+    def flush() -> None:
+        if stretch:
+            n = sum(r.left_tokens for r in stretch)
+            names = stretch[0].label if len(stretch) == 1 else f"{stretch[0].label} … {stretch[-1].label}"
+            cells.append(f'<div class="wb-cmp-cell wb-cmp-folded"><span class="wb-cmp-fold">{len(stretch):,} '
+                         f'segment(s), {n:,} tokens, the same on both sides ({escape(names)})</span></div>')
+            stretch.clear()
+
+    left = {"a": SIDE_TOKENS, "b": SIDE_TOKENS}
     for r in rows[:MAX_ROWS]:
-        same = r.left_changed == 0 and r.right_changed == 0 and r.left is not None and r.right is not None
-        cells.append(_cell(c.a, r.left, fold and same, "a"))
-        cells.append(_cell(c.b, r.right, fold and same, "b"))
+        if fold and _same(r):
+            stretch.append(r)
+            continue
+        flush()
+        cells.append(_cell(c.a, r.left, "a", left))
+        cells.append(_cell(c.b, r.right, "b", left))
+    flush()
     return f'<div class="wb-cmp-grid">{"".join(cells)}</div>'
 
 
-def _cell(s: SideResult, k: int | None, folded: bool, which: str) -> str:
+def _cell(s: SideResult, k: int | None, which: str, left: dict[str, int]) -> str:
     if k is None or not s.ok:
         return f'<div class="wb-cmp-cell wb-cmp-{which}"></div>'
     seg = s.segments[k]
     head = f'<span class="wb-cmp-seg">{escape(segment_label(seg))} · {seg.token_count:,} tokens</span>'
-    if folded:
-        return (f'<div class="wb-cmp-cell wb-cmp-{which}">{head}'
-                f'<span class="wb-cmp-fold">the same {seg.token_count:,} tokens on both sides</span></div>')
     toks = []
-    end = min(seg.end, seg.start + CELL_TOKENS)
+    end = min(seg.end, seg.start + CELL_TOKENS, seg.start + left[which])
+    left[which] -= end - seg.start
     for i in range(seg.start, end):
         tid = int(s.ids[i])
         mark = s.marks[i] if i < len(s.marks) else 0
