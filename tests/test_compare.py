@@ -149,12 +149,24 @@ def test_versions_the_saved_file_and_a_pinned_snapshot(tmp_path: Path) -> None:
     assert changed and all(r.label.endswith(f"#{last}") or r.label == "generation_prompt" for r in changed), changed
     assert np.array_equal(c.b.ids, cold_ids(c.b.side, s.turn))
     # Pin, edit again: B is the pinned version, and the edit after the pin is the difference.
-    choice.pinned, choice.value = pin(s.doc), PINNED
+    choice.pinned, choice.value, choice.pinned_source = pin(s.doc), PINNED, s.source
     assert compare(*sides(s, choice), s.turn).identical
     s.apply({"op": "set", "index": last, "field": "content", "value": "Edited after the pin."})
     c = compare(*sides(s, choice), s.turn)
     assert not c.identical and "pinned at" in c.b.side.label
     assert "A different last message" in c.b.result.text and "Edited after the pin." in c.a.result.text
+    # Another session opened: the snapshot was of the other one, so it is not offered.
+    s.load(SUPPORT, restore=False)
+    from workbench.errors import WorkbenchError
+    with pytest.raises(WorkbenchError, match="no other version"):
+        sides(s, choice)
+    # The saved file is read again when it changes on disk.
+    s.load(str(path), restore=False)
+    choice.value = SAVED
+    first = sides(s, choice)[1].doc
+    assert sides(s, choice)[1].doc is first
+    path.write_text(Path(SUPPORT).read_text("utf-8"), "utf-8")
+    assert sides(s, choice)[1].doc is not first and sides(s, choice)[1].doc.turn_count != first.turn_count
 
 
 def test_no_other_version_says_so() -> None:

@@ -441,6 +441,7 @@ class WorkbenchApp:
             self._file_status(error=f"not opened: {exc}")
             return
         self._show_picked()
+        self._compare_options()      # a snapshot pinned from the other session is not offered
         self.save_path.value = self.files.default_save_name(self.state.doc)
         self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status()

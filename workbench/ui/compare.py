@@ -357,6 +357,25 @@ class Choice:
     value: str = ""
     pinned: SessionDocument | None = None
     pinned_at: float = 0.0
+    pinned_source: str = ""          # the session it was pinned from (WorkbenchState.source)
+    _saved: tuple[tuple[str, int, int], SessionDocument] | None = None
+
+    def saved(self, path: str) -> SessionDocument:
+        """The file as saved, read again only when it changed on disk (each run would otherwise
+        parse the whole file on the UI thread)."""
+        import os
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise WorkbenchError(f"the saved file cannot be read: {exc.strerror or exc}",
+                                 hint="save the session again") from None
+        key = (path, st.st_mtime_ns, st.st_size)
+        if self._saved is None or self._saved[0] != key:
+            self._saved = (key, SessionDocument.load(path))
+        return self._saved[1]
+
+    def pinned_for(self, state: WorkbenchState) -> SessionDocument | None:
+        return self.pinned if self.pinned is not None and self.pinned_source == state.source else None
 
 
 def values_for(kind: str, state: WorkbenchState, choice: Choice) -> list[str]:
@@ -366,7 +385,7 @@ def values_for(kind: str, state: WorkbenchState, choice: Choice) -> list[str]:
         return shipped_names()
     if kind == "tokenizer":
         return [AUTO, *tokenizer_names()]
-    return ([SAVED] if state.doc.path else []) + ([PINNED] if choice.pinned is not None else [])
+    return ([SAVED] if state.doc.path else []) + ([PINNED] if choice.pinned_for(state) is not None else [])
 
 
 def default_value(kind: str, state: WorkbenchState, choice: Choice) -> str:
@@ -392,10 +411,11 @@ def sides(state: WorkbenchState, choice: Choice) -> tuple[Side, Side]:
     if choice.kind == "tokenizer":
         return a, Side(f"B: {_settings(state.template, choice.value, state.custom_source)} · edited", doc,
                        state.template, choice.value, state.custom_source, "edited", a.doc_key)
-    if choice.value == PINNED and choice.pinned is not None:
-        other, version = choice.pinned, f"pinned at {time.strftime('%H:%M:%S', time.localtime(choice.pinned_at))}"
+    pinned = choice.pinned_for(state)
+    if choice.value == PINNED and pinned is not None:
+        other, version = pinned, f"pinned at {time.strftime('%H:%M:%S', time.localtime(choice.pinned_at))}"
     elif choice.value == SAVED and doc.path:
-        other, version = SessionDocument.load(doc.path), "saved file"
+        other, version = choice.saved(doc.path), "saved file"
     else:
         raise WorkbenchError("no other version to compare with",
                              hint="save the session, or pin this version first (Pin)")
@@ -449,6 +469,7 @@ class CompareRunner:
     def pin(self) -> None:
         """Pin the document as it is now: B becomes that snapshot, to compare later edits with."""
         self.choice.pinned, self.choice.pinned_at = pin(self.state.doc), time.time()
+        self.choice.pinned_source = self.state.source
         self.choice.kind, self.choice.value = "version", PINNED
         self.request(0)
 

@@ -494,6 +494,7 @@ class Workbench:
             self.controller.open(path)
         except Exception as exc:  # noqa: BLE001 - shown inline, the widget keeps running
             self._show_error(str(exc))
+        self._compare_options()      # a snapshot pinned from the other session is not offered
 
     def _on_json(self, name: str, text: str, out: Any) -> None:
         if text == self.state.field_text(name):
