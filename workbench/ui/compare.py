@@ -287,7 +287,7 @@ def compare(a: Side | SideResult, b: Side | SideResult, turn: int = 0) -> Compar
 class _Turns:
     """One side's every turn, kept for the next run: the requests and results of its last run."""
     asm: Assembler
-    requests: list[dict] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
     results: list[AssemblyResult] = field(default_factory=list)
     simulations: tuple[Simulation, ...] = ()
 
