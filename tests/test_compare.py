@@ -297,3 +297,22 @@ def test_diff_ids_finds_an_insertion_and_a_change_in_the_middle() -> None:
         ("equal", (0, 50), (0, 50)), ("only-right", (50, 50), (50, 53)), ("equal", (50, 80), (53, 83)),
         ("changed", (80, 81), (83, 84)), ("equal", (81, 100), (84, 103))]
     assert diff_ids(left, left[:0]) == (type(runs[0])("only-left", (0, 100), (0, 0)),)
+
+
+def test_closing_the_tab_cancels_a_background_run_and_reopening_finishes_it() -> None:
+    import threading
+    s = state(SUPPORT)
+    gate, finished = threading.Event(), threading.Event()
+    shown: list = []
+    r = CompareRunner(s, lambda _ms, fn: fn(), lambda fn: fn(), lambda c, e: shown.append((c, e)),
+                      lambda text: None if text else finished.set(), hold=gate.wait)
+    r.set_open(True)            # the worker starts, and waits at its first check for the gate
+    assert r._running
+    r.set_open(False)
+    gate.set()
+    assert finished.wait(60)
+    assert not r._running and all(c is None or not c.cache for c, _ in shown) and all(not e for _, e in shown)
+    finished.clear()
+    r.set_open(True)
+    assert finished.wait(120)
+    assert shown and shown[-1][0] is not None and shown[-1][0].cache and not shown[-1][1]

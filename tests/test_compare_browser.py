@@ -87,3 +87,21 @@ def test_a_template_that_fails_on_b_shows_inline_and_a_still_shows(page) -> None
     expect(b.locator(".wb-cmp-error")).to_have_count(0)
     # The live view keeps working meanwhile: the token view still shows the session.
     expect(page.locator(".wb-seg").first).to_be_attached()
+
+
+def test_pin_a_version_then_edit_and_compare(page) -> None:  # type: ignore[no-untyped-def]
+    open_compare(page)
+    page.get_by_role("button", name="Pin this version").click()
+    expect(page.get_by_label("B differs in", exact=True)).to_have_value("version", timeout=UPDATE_MS)
+    b = page.locator(".wb-cmp-side-b")
+    expect(b).to_contain_text("pinned at", timeout=COMPARE_MS)
+    expect(page.locator(".wb-cmp-legend")).to_contain_text("the same prompt on both sides")
+    box = page.locator(".wb-me-row").last.locator("textarea[data-field=content]")
+    box.fill("A last message typed after the pin.")
+    expect(page.locator(".wb-cmp-a")).to_contain_text("typed", timeout=COMPARE_MS)
+    expect(page.locator(".wb-cmp-legend")).not_to_contain_text("the same prompt on both sides")
+    expect(page.locator(".wb-cmp-a .wb-cmp-chg, .wb-cmp-a .wb-cmp-only").first).to_be_visible()
+    # The file as saved differs the same way (nothing was saved since).
+    page.get_by_label("B", exact=True).select_option("saved file")
+    expect(b).to_contain_text("saved file", timeout=COMPARE_MS)
+    expect(page.locator(".wb-cmp-a")).to_contain_text("typed")
