@@ -513,8 +513,9 @@ class CompareRunner:
             self._again = True
             return
         try:
-            # On the UI thread: the sides hold the document as it is now (edits replace, never mutate,
-            # what a side holds: copy on write), so the worker never reads a half-made edit.
+            # The choices are read here, on the UI thread. The worker reads the live document as the
+            # panels' worker does: an edit replaces its lists (copy on write), never half-changes
+            # them, and the run it started is superseded by the one the edit requests.
             a, b = sides(self.state, self.choice)
         except WorkbenchError as exc:
             self._publish(None, str(exc))
