@@ -158,16 +158,8 @@ def pin(doc: SessionDocument) -> SessionDocument:
 
 def labels_of(tokenizer: Any, ids: np.ndarray) -> tuple[str, ...]:
     """A display string per token: its text, and `<0xNN>` for each byte that is not part of a whole
-    character in it (an emoji split across two tokens)."""
-    out = []
-    for i in ids.tolist():
-        raw = tokenizer.token_bytes(int(i))
-        try:
-            out.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            text = raw.decode("utf-8", "surrogateescape")
-            out.append("".join(f"<0x{ord(c) - 0xDC00:02X}>" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text))
-    return tuple(out)
+    character in it (an emoji split across two tokens), as the token view shows them."""
+    return tuple(tokenizer.token_strings(ids.tolist()))
 
 
 def assemble_side(side: Side, turn: int, asm: Assembler | None = None) -> SideResult:
