@@ -48,7 +48,8 @@ def truncation_policy(name: str) -> TruncationPolicy:
     if name == NONE:
         return TruncationPolicy(enabled=False)
     if name not in STRATEGIES:
-        raise BudgetSettingError("policy", f"unknown truncation policy {name!r}", hint=f"use one of {', '.join(POLICIES)}")
+        raise BudgetSettingError("policy", f"unknown truncation policy {name!r}",
+                                 hint=f"use one of {', '.join(POLICIES)}")
     return TruncationPolicy(strategy=name)  # type: ignore[arg-type]
 
 

@@ -28,10 +28,10 @@ from ..analysis.turn_prompts import breakpoints_of, reply_tokens
 from ..assembly import Assembler, Session
 from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
+from ..budget import DEFAULT_CONTEXT_WINDOW
 from ..conversation import Conversation, ModelParams
 from ..errors import BudgetError, BudgetSettingError, EditError, WorkbenchError
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
-from ..budget import DEFAULT_CONTEXT_WINDOW
 from ..truncation import STRATEGIES, TruncationPolicy
 from .budget_view import (
     NONE,
