@@ -242,7 +242,7 @@ class WorkbenchState:
         cw = explicit_window(self.doc)
         # The reserve is the request's max_tokens; the assembler carries it too, so that the export
         # bundle records it for requests that come without one.
-        res = explicit_reserve(self.doc, self.turn) if self.doc.turn_count else None
+        res = explicit_reserve(self.doc, self.turn)
         custom = self.custom_source.strip()
         policy = policy or self.policy
         key = (self.template, self.tokenizer, custom, cw, res, policy)

@@ -73,6 +73,10 @@ class TokenViewModel:
         self.sent: list[ViewKey] = []
         self._segs: list[Segment] = []        # the segments sent, as they were
         self._ends: dict[SegmentKey, np.ndarray] = {}
+        # Each segment object's key, by identity (the object is held, so its id is not reused): an
+        # incremental result shares its unchanged segments with the last, so a keystroke hashes only
+        # the new ones' ids, not the whole prompt's.
+        self._keys: dict[int, tuple[Segment, SegmentKey]] = {}
         self._specials = np.array(sorted(tokenizer.specials.values()), dtype=np.uint32)
 
     def reset(self) -> None:
@@ -85,7 +89,7 @@ class TokenViewModel:
         segs = list(overflow.segments) if overflow is not None else originals(result.segments)
         flags = list(overflow.flags) if overflow is not None else [""] * len(segs)
         struck = {id(s): f for s, f in zip(segs, flags) if f}
-        keys = [(_key(s), f) for s, f in zip(segs, flags)]
+        keys = [(self._key_of(s), f) for s, f in zip(segs, flags)]
         keep = first_difference(self.sent, keys)
         runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
@@ -113,6 +117,16 @@ class TokenViewModel:
                       special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
         self.sent, self._segs = keys, list(segs)
         return patch
+
+    def _key_of(self, s: Segment) -> SegmentKey:
+        got = self._keys.get(id(s))
+        if got is not None and got[0] is s:
+            return got[1]
+        if len(self._keys) > 50_000:      # bounded: a long session edits, it does not grow forever
+            self._keys.clear()
+        key = _key(s)
+        self._keys[id(s)] = (s, key)
+        return key
 
     def _replaced(self, runs: list[dict[str, int]] | None, keep: int, n_fresh: int) -> list[int | None]:
         """For each segment to send, the old one whose place it takes: between two kept runs, as many
