@@ -46,7 +46,7 @@ def _mark_overflow(fig: dict[str, Any], result: "AssemblyResult", overflow: "Ove
                              "x1": b.input_budget + overflow.over, "y0": 0, "y1": 1, "line": {"color": "#b42318"},
                              "fillcolor": "rgba(180, 35, 24, 0.25)", "name": "over the window"}]
         end = max(end, b.input_budget + overflow.over)
-        layout["title"]["text"] += f" · {overflow.over:,} tokens over the window (red: would not fit)"
+        layout["title"]["text"] += f" · {overflow.over:,} over the window"
     if overflow.dropped_tokens:
         fig["data"].append({"type": "bar", "orientation": "h", "name": "dropped (not sent)",
                             "x": [overflow.dropped_tokens], "y": ["window"],

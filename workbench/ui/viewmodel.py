@@ -116,17 +116,15 @@ class TokenViewModel:
                       ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
                       special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
         self.sent, self._segs = keys, list(segs)
+        # Only the segments just sent stay keyed (they are held in _segs anyway): no old versions kept.
+        self._keys = {id(s): (s, k[0]) for s, k in zip(segs, keys)}
         return patch
 
     def _key_of(self, s: Segment) -> SegmentKey:
         got = self._keys.get(id(s))
         if got is not None and got[0] is s:
             return got[1]
-        if len(self._keys) > 50_000:      # bounded: a long session edits, it does not grow forever
-            self._keys.clear()
-        key = _key(s)
-        self._keys[id(s)] = (s, key)
-        return key
+        return _key(s)
 
     def _replaced(self, runs: list[dict[str, int]] | None, keep: int, n_fresh: int) -> list[int | None]:
         """For each segment to send, the old one whose place it takes: between two kept runs, as many
