@@ -40,6 +40,11 @@ def test_the_notebook_controls_strike_the_overflow_and_refuse_bad_values_inline(
     c.reserve.value = "300"
     assert c.notes["reserve"].value.count("wb-budget-error") == 0 and wb.result.budget.reserve == 300
 
+    # From code, as a scripted notebook does: the boxes follow.
+    assert wb.set_budget(context_window=8192, policy="chunked") == {}
+    assert c.window.value == "8192" and c.policy.value == "chunked" and wb.result.budget.context_window == 8192
+    assert "reserve" in wb.set_budget(reserve=9000) and "leaves no room" in c.notes["reserve"].value
+
     # Another session: the boxes show its own values.
     wb._open(sample_sessions()["overflow.json"])
     assert c.window.value == "32768" and c.reserve.value == ""

@@ -331,6 +331,17 @@ class Workbench:
     def select_turn(self, turn: int) -> AssemblyResult | None:
         return self._sync(lambda: self.controller.select_turn(turn))
 
+    def set_budget(self, **values: Any) -> dict[str, str]:
+        """The context window, reserve or truncation policy from code (`context_window=8192`,
+        `reserve=None`, `policy="none"`), as the boxes set them; returns the errors by control ({}: applied)."""
+        errors: dict[str, str] = {}
+        self._sync(lambda: errors.update(self.controller.set_budget(**values)))
+        if not errors:
+            self.budget_controls.reset()     # the boxes show what applied
+        self.budget_controls.errors = errors
+        self.budget_controls.show()
+        return errors
+
     def prefill(self, wait: bool = True) -> Any:
         """A real prefill of the selected turn after the previous one (synthetic tiny model, CPU),
         shown in the KV tab; with `wait`, here and now, returning (previous, this turn, model)."""
