@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from workbench import Assembler
-from workbench.errors import BudgetSettingError
+from workbench.errors import BudgetSettingError, WorkbenchError
 from workbench.truncation import TruncationPolicy
 from workbench.ui.budget_view import DROPPED, OVER, POLICIES
 from workbench.ui.charts import budget_figure
@@ -119,6 +119,16 @@ def test_a_window_below_an_explicit_reserve_is_refused_at_the_window() -> None:
         s.set_budget(context_window="6000")
     assert err.value.control == "context_window" and "leaves no room" in str(err.value)
     assert s.doc.data["context_window"] == 32768
+
+
+def test_a_file_whose_reserve_fills_its_window_is_fixed_from_the_reserve_box() -> None:
+    doc = SessionDocument({"format": "openai", "context_window": 1000, "max_tokens": 1000,
+                           "messages": [{"role": "user", "content": "hi"}]})
+    s = WorkbenchState(doc, autosave=None, restore=False)
+    with pytest.raises(WorkbenchError, match="leaves no room for input"):
+        s.assemble()                                  # refused, and said: the view has nothing to show yet
+    s.set_budget(reserve="200")
+    assert s.assemble().budget.input_budget == 800 and doc.data["max_tokens"] == 200
 
 
 # ------------------------------------------------------------------------------------ what is struck

@@ -141,6 +141,8 @@ class Controller:
             self.state.set_budget(**values)
         except BudgetSettingError as exc:
             return {exc.control: str(exc)}
+        except WorkbenchError as exc:        # anything else: beside the control that was set
+            return {next(iter(values), "context_window"): str(exc)}
         if set(values) == {"policy"}:
             self.refresh()            # a choice, like the template: nothing to autosave
             self.request_panels()

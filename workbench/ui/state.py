@@ -284,7 +284,10 @@ class WorkbenchState:
             else explicit_reserve(self.doc, self.turn)
         if policy is not None:
             truncation_policy(policy)
-        window = cw or self.assembler().template.context_window or DEFAULT_CONTEXT_WINDOW
+        # The template's model window, not through the assembler: the settings being fixed may be
+        # the very ones that keep it from being built (a file whose max_tokens fills its window).
+        own = None if self.custom_source.strip() else get_template(self.template).context_window
+        window = cw or own or DEFAULT_CONTEXT_WINDOW
         if res is not None and res >= window:
             control = "reserve" if given_res else "context_window"
             raise BudgetSettingError(control, f"the reserve ({res:,}) leaves no room for input in a context window of "
