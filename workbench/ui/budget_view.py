@@ -74,7 +74,7 @@ def parse_tokens(text: str | int | None, control: str, what: str, minimum: int) 
 
 
 # --------------------------------------------------------------------------- the document's fields
-def reserve_key(req: dict) -> str:
+def reserve_key(req: dict[str, Any]) -> str:
     return "max_completion_tokens" if req.get("max_completion_tokens") is not None else "max_tokens"
 
 
@@ -101,7 +101,7 @@ def write_window(doc: "SessionDocument", value: int | None) -> None:
 def write_reserve(doc: "SessionDocument", value: int | None) -> None:
     """`max_tokens` in every request the document sends (one object for a conversation, each request
     of a log), copied on write."""
-    def edited(req: dict) -> dict:
+    def edited(req: dict[str, Any]) -> dict[str, Any]:
         key = reserve_key(req)
         out = {k: v for k, v in req.items() if k != key}
         if value is not None:
