@@ -5,12 +5,13 @@ types a bad reserve and sees the error beside the box while the view keeps the l
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, open_page
+from browser import ROOT, AppServer, open_page
 
 try:
     from playwright.sync_api import expect
@@ -42,7 +43,7 @@ def test_overflow_is_struck_through_and_bad_values_show_inline(browser, server: 
         expect(page.locator(".wb-note-context_window")).to_contain_text("32,768 tokens · from template qwen2.5")
 
         # No truncation, and a window below the prompt's size: all of it shown, the overflow struck.
-        page.get_by_label("Truncation").select_option(label="none (show what overflows)")
+        page.get_by_label("Truncation").select_option(label="none: show all")
         window = page.get_by_label("Context window (tokens)")
         window.fill("2000")
         window.press("Enter")
@@ -61,8 +62,16 @@ def test_overflow_is_struck_through_and_bad_values_show_inline(browser, server: 
         total = sum(int(re.search(r"(\d+) tokens \[", t).group(1)) for t in labels)  # type: ignore[union-attr]
         assert total == struck, labels                                         # the struck segments hold those tokens
 
+        if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # docs/workbench.md's picture
+            # Segments above lay out as they come into view (content-visibility): scroll until it holds.
+            over.first.evaluate("""async (e) => { const v = e.closest('.wb-token-view');
+                for (let i = 0; i < 5; i++) {
+                  v.scrollTop += e.getBoundingClientRect().top - v.getBoundingClientRect().top - 160;
+                  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); } }""")
+            page.screenshot(path=str(ROOT / "docs" / "images" / "app-overflow.png"))
+
         # A truncating policy: the messages it drops are struck through, nothing is over.
-        page.get_by_label("Truncation").select_option(label="sliding (drop the fewest turns)")
+        page.get_by_label("Truncation").select_option(label="sliding")
         expect(note).to_contain_text("sliding truncation drops", timeout=UPDATE_MS)
         expect(page.locator(".wb-struck-dropped").first).to_be_visible()
         expect(page.locator(".wb-struck-over")).to_have_count(0)

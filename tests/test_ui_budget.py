@@ -228,8 +228,8 @@ def test_the_budget_bar_shows_the_overflow() -> None:
     fig = budget_figure(r, s.overflow)
     band = fig["layout"]["shapes"][0]
     assert (band["x0"], band["x1"]) == (r.budget.input_budget, r.budget.used)
-    assert fig["layout"]["xaxis"]["range"][1] >= r.budget.used
-    assert f"{r.budget.used - r.budget.input_budget:,} over the window" in fig["layout"]["title"]["text"]
+    assert fig["layout"]["xaxis"]["range"][1] == r.budget.used + r.budget.reserve   # the reserve stacks after it
+    assert f"over budget by {r.budget.used - r.budget.input_budget:,}" in fig["layout"]["title"]["text"]
     s.set_budget(policy="sliding")
     r = s.assemble()
     fig = budget_figure(r, s.overflow)

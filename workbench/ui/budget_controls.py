@@ -70,8 +70,7 @@ class _Controls:
             return "", "", self.controller.state.policy, {}
         return ("" if s.window_explicit is None else str(s.window_explicit),
                 "" if s.reserve_explicit is None else str(s.reserve_explicit), s.policy,
-                {"context_window": f"{s.context_window} ({s.window_source})",
-                 "reserve": f"{s.reserve} ({s.reserve_source})"})
+                {"context_window": str(s.context_window), "reserve": str(s.reserve)})
 
     def show(self) -> None:
         raise NotImplementedError
@@ -82,15 +81,15 @@ class PanelBudgetControls(_Controls):
         super().__init__(controller)
         pn = require("panel", "the web app")
         window, reserve, policy, holders = self.values()
-        self.window = pn.widgets.TextInput(**{label: "Context window (tokens)"}, value=window, width=170,
+        self.window = pn.widgets.TextInput(**{label: "Context window (tokens)"}, value=window, width=140,
                                            placeholder=holders.get("context_window", ""),
                                            css_classes=["wb-window-input"])
-        self.reserve = pn.widgets.TextInput(**{label: "Reserve for the reply (tokens)"}, value=reserve, width=170,
+        self.reserve = pn.widgets.TextInput(**{label: "Reserve for the reply (tokens)"}, value=reserve, width=160,
                                             placeholder=holders.get("reserve", ""), css_classes=["wb-reserve-input"])
         self.policy = pn.widgets.Select(**{label: "Truncation"}, options={POLICY_LABELS[p]: p for p in POLICIES},
-                                        value=policy, width=220, css_classes=["wb-policy-select"])
+                                        value=policy, width=160, css_classes=["wb-policy-select"])
         self.notes = {c: pn.pane.HTML("", css_classes=[f"wb-note-{c}"], width=w)
-                      for c, w in zip(CONTROLS, (170, 170, 220))}
+                      for c, w in zip(CONTROLS, (140, 160, 160))}
         self.window.param.watch(lambda e: self.changed("context_window", e.new), "value")
         self.reserve.param.watch(lambda e: self.changed("reserve", e.new), "value")
         self.policy.param.watch(lambda e: self.changed("policy", e.new), "value")

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 NONE = "none"                                  # no truncation: an over-budget prompt is shown as it is
 POLICIES = (*STRATEGIES, NONE)
-POLICY_LABELS = {"sliding": "sliding (drop the fewest turns)", "chunked": "chunked (cache-friendly)",
-                 "summary-slot": "summary-slot (a summary in their place)", NONE: "none (show what overflows)"}
+POLICY_LABELS = {"sliding": "sliding", "chunked": "chunked", "summary-slot": "summary-slot",
+                 NONE: "none: show all"}
 MAX_WINDOW = 100_000_000                       # past this, a typo (no model reads that many tokens)
 _NUMBER = re.compile(r"[+-]?\d[\d_,]*")
 DROPPED, OVER = "dropped", "over"

@@ -45,16 +45,15 @@ def _mark_overflow(fig: dict[str, Any], result: "AssemblyResult", overflow: "Ove
         layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": b.input_budget,
                              "x1": b.input_budget + overflow.over, "y0": 0, "y1": 1, "line": {"color": "#b42318"},
                              "fillcolor": "rgba(180, 35, 24, 0.25)", "name": "over the window"}]
-        end = max(end, b.input_budget + overflow.over)
-        layout["title"]["text"] += f" · {overflow.over:,} over the window"
+        # (The title says "over budget by" already: the result shown is the whole prompt.)
     if overflow.dropped_tokens:
         fig["data"].append({"type": "bar", "orientation": "h", "name": "dropped (not sent)",
                             "x": [overflow.dropped_tokens], "y": ["window"],
                             "marker": {"color": "#ffebe9", "pattern": {"shape": "/", "fgcolor": "#b42318"}},
                             "hovertemplate": f"dropped by truncation: {overflow.dropped_tokens:,} tokens, "
                                              "not sent<extra></extra>"})
-        end = max(end, sum(t["x"][0] for t in fig["data"]))
-    layout["xaxis"]["range"] = [0, end]
+    # Everything stacked (the prompt, the reserve, what was dropped) within the axis.
+    layout["xaxis"]["range"] = [0, max(end, sum(t["x"][0] for t in fig["data"]))]
 
 
 def _budget_bar(result: "AssemblyResult") -> dict[str, Any]:
