@@ -65,9 +65,13 @@ function openChannel(info, on) {
   return ws;
 }
 
+// A segment the model will not see (`struck`): "dropped" by the truncation policy, or "over" the window.
+const STRUCK = { dropped: "dropped by truncation", over: "over the window: would not fit" };
+
 function segLabel(seg) {
   return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
-    ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}`;
+    ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}` +
+    (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
 }
 
 function tokenSpan(t, seg, showTokens) {
@@ -82,7 +86,7 @@ function tokenSpan(t, seg, showTokens) {
 
 function segClass(seg) {
   return `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
-    ` wb-src-${seg.source}`;
+    ` wb-src-${seg.source}` + (seg.struck ? ` wb-overflow wb-struck-${seg.struck}` : "");
 }
 
 function spliced(old, seg, mid) {
@@ -165,6 +169,15 @@ function render({ model, el }) {
     line.textContent = h.template ? `${h.template} · ${h.tokenizer} · ${h.total_tokens} tokens · ${h.segments} segments` +
       ` (${h.reused_segments} reused) · budget ${b.used}/${b.input_budget} · key ${h.cache_key}` : "no prompt yet";
     head.appendChild(line);
+    // What the model will not see (the struck-through segments below): the app sends the line, the
+    // notebook the whole header's {note, over, dropped, dropped_tokens}.
+    const overflow = typeof h.overflow === "string" ? h.overflow : (h.overflow && h.overflow.note);
+    if (overflow) {
+      const note = document.createElement("div");
+      note.className = "wb-overflow-note";
+      note.textContent = overflow;
+      head.appendChild(note);
+    }
     const toggle = document.createElement("label");
     toggle.className = "wb-toggle";
     const box = document.createElement("input");

@@ -206,6 +206,15 @@ class EditError(WorkbenchError):
     """An editor operation that cannot apply: names the message and field, and what to write."""
 
 
+class BudgetSettingError(BudgetError):
+    """A budget control's value that cannot apply (the workbench's window, reserve or truncation
+    policy): `control` names the box ("context_window", "reserve", "policy") it is shown beside."""
+
+    def __init__(self, control: str, message: str, *, hint: str | None = None):
+        self.control = control
+        super().__init__(message, hint=hint)
+
+
 class ChannelError(WorkbenchError):
     """A frame the app's keystroke channel refuses. `code` names the kind for the page to show and act
     on: bad-frame, too-large, unauthorized, unknown-message, out-of-sync."""

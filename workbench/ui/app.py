@@ -43,6 +43,7 @@ from ..errors import ChannelError, WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
+from .budget_controls import PanelBudgetControls
 from .channel import PATH, encode_patch, handlers, open_channel
 from .charts import budget_figure
 from .compare import KINDS, CompareRunner, values_for
@@ -88,8 +89,8 @@ class TokenViewPane(PatchFeed, pn.custom.AnyWidgetComponent):  # type: ignore[mi
         self._socket: Callable[[bytes], bool] | None = None   # the channel's view socket, when open
         self.param.watch(lambda _e: self._resync(), "sync")
 
-    def show(self, result: AssemblyResult, tokenizer: Any) -> Patch:
-        return self._feed(result, tokenizer)
+    def show(self, result: AssemblyResult, tokenizer: Any, overflow: Any = None) -> Patch:
+        return self._feed(result, tokenizer, overflow)
 
     def attach(self, send: Callable[[bytes], bool] | None) -> None:
         """Patches go to the channel's socket from now on (None: through the model again)."""
@@ -307,6 +308,7 @@ class WorkbenchApp:
                                               width=150)
         self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
                                                   value=AUTO, width=150)
+        self.budget_controls = PanelBudgetControls(self.controller, LABEL)
         self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
                                         **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
@@ -379,6 +381,7 @@ class WorkbenchApp:
                                     sizing_mode="stretch_width"),
                              self.export_status,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
+                             self.budget_controls.layout,
                              "#### Messages", self.editor, extra, width=520)
         kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
         self.panels_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
@@ -503,12 +506,13 @@ class WorkbenchApp:
         """The keystroke path: the token view's patch, and nothing else."""
         if self.alert.visible:
             self.alert.param.update(object="", visible=False)
-        self.view.show(result, self.state.assembler().tokenizer)
+        self.view.show(result, self.state.assembler().tokenizer, self.state.overflow)
         self.comparer.request()     # nothing unless the Compare tab is open
 
     def show_summary(self, result: AssemblyResult) -> None:
         self.header.object = header_html(self.view.header)
-        self.budget.object = budget_figure(result)
+        self.budget.object = budget_figure(result, self.state.overflow)
+        self.budget_controls.show()
         self.diagnostics.object = diagnostics_html(result)
         if self.state.doc.dirty and self.state.restored_at is None:
             self._file_status()
@@ -524,6 +528,8 @@ class WorkbenchApp:
         if not structural:
             data.pop("messages")
         self.editor.param.update(**data)
+        if structural:
+            self.budget_controls.reset()     # another session, or reverted: its own window and reserve
         if structural or self.turn_select.options != self._turns():
             self.turn_select.param.update(options=self._turns(), value=self.state.turn)
         elif self.turn_select.value != self.state.turn:

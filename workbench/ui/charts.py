@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..analysis.providers import Simulation
     from ..assembly.result import AssemblyResult
     from ..tokenizers.base import Tokenizer
+    from .budget_view import Overflow
 
 PART_COLOURS = {"system": "#8250df", "tools": "#bf8700", "history": "#57606a", "last_user": "#1a7f37",
                 "generation_prompt": "#0969da", "reserve": "#d0d7de", "free": "#f6f8fa"}
@@ -27,7 +28,35 @@ PART_LABELS = {"system": "system", "tools": "tools", "history": "history", "last
                "generation_prompt": "generation prompt", "reserve": "reserve", "free": "free"}
 
 
-def budget_figure(result: "AssemblyResult") -> dict[str, Any]:
+def budget_figure(result: "AssemblyResult", overflow: "Overflow | None" = None) -> dict[str, Any]:
+    """The bar; with `overflow` (budget_view.mark), the tokens past the input budget in red beyond
+    it, and what truncation dropped, hatched, after the window."""
+    fig = _budget_bar(result)
+    if overflow is not None:
+        _mark_overflow(fig, result, overflow)
+    return fig
+
+
+def _mark_overflow(fig: dict[str, Any], result: "AssemblyResult", overflow: "Overflow") -> None:
+    b, layout = result.budget, fig["layout"]
+    end = b.context_window
+    if overflow.over:
+        # The red band starts at the input budget: the reserve's place, and beyond the window.
+        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": b.input_budget,
+                             "x1": b.input_budget + overflow.over, "y0": 0, "y1": 1, "line": {"color": "#b42318"},
+                             "fillcolor": "rgba(180, 35, 24, 0.25)", "name": "over the window"}]
+        # (The title says "over budget by" already: the result shown is the whole prompt.)
+    if overflow.dropped_tokens:
+        fig["data"].append({"type": "bar", "orientation": "h", "name": "dropped (not sent)",
+                            "x": [overflow.dropped_tokens], "y": ["window"],
+                            "marker": {"color": "#ffebe9", "pattern": {"shape": "/", "fgcolor": "#b42318"}},
+                            "hovertemplate": f"dropped by truncation: {overflow.dropped_tokens:,} tokens, "
+                                             "not sent<extra></extra>"})
+    # Everything stacked (the prompt, the reserve, what was dropped) within the axis.
+    layout["xaxis"]["range"] = [0, max(end, sum(t["x"][0] for t in fig["data"]))]
+
+
+def _budget_bar(result: "AssemblyResult") -> dict[str, Any]:
     b = result.budget
     rows = b.breakdown()
     traces = [{"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [v["tokens"]], "y": ["window"],

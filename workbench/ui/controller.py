@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..assembly.result import AssemblyResult
-from ..errors import Cancelled, EditError, WorkbenchError
+from ..errors import BudgetSettingError, Cancelled, EditError, WorkbenchError
 from .document import SessionDocument
 from .files import AppFiles
 from .state import PARTS, Panels, WorkbenchState
@@ -132,6 +132,23 @@ class Controller:
         self.state.choose(**choices)
         self.refresh()
         self.request_panels()
+
+    def set_budget(self, **values: Any) -> dict[str, str]:
+        """The budget controls (state.set_budget: context_window, reserve, policy). Returns the error
+        to show beside each control that refused its value ({} when it applied); a refused value
+        changes nothing, and the views keep what they show."""
+        try:
+            self.state.set_budget(**values)
+        except BudgetSettingError as exc:
+            return {exc.control: str(exc)}
+        except WorkbenchError as exc:        # anything else: beside the control that was set
+            return {next(iter(values), "context_window"): str(exc)}
+        if set(values) == {"policy"}:
+            self.refresh()            # a choice, like the template: nothing to autosave
+            self.request_panels()
+        else:
+            self.edited()             # the window and reserve are the session file's fields
+        return {}
 
     def select_turn(self, turn: int) -> None:
         self.state.select_turn(turn)

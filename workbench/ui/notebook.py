@@ -213,6 +213,8 @@ class Workbench:
         self.template_select = W.Dropdown(description="Template", options=shipped_names(), value=s.template)
         self.tokenizer_select = W.Dropdown(description="Tokenizer", options=[AUTO, *tokenizer_names()], value=AUTO)
         self.editor = MessageEditor(self.controller.op, self.controller.editor_data())
+        from .budget_controls import NotebookBudgetControls
+        self.budget_controls = NotebookBudgetControls(self.controller)
         box = dict(layout=W.Layout(width="100%", height="160px"))
         self.custom = W.Textarea(placeholder="paste a Jinja chat template here", **box)
         self.tools = W.Textarea(value=s.field_text("tools"), **box)
@@ -298,7 +300,7 @@ class Workbench:
         self.tabs = tabs
         self.panels_status = W.HTML()
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
-                       self.editor, extra], layout=W.Layout(width="40%"))
+                       self.budget_controls.layout, self.editor, extra], layout=W.Layout(width="40%"))
         right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, self.panels_status,
                         tabs],
                        layout=W.Layout(width="60%"))
@@ -331,6 +333,17 @@ class Workbench:
 
     def select_turn(self, turn: int) -> AssemblyResult | None:
         return self._sync(lambda: self.controller.select_turn(turn))
+
+    def set_budget(self, **values: Any) -> dict[str, str]:
+        """The context window, reserve or truncation policy from code (`context_window=8192`,
+        `reserve=None`, `policy="none"`), as the boxes set them; returns the errors by control ({}: applied)."""
+        errors: dict[str, str] = {}
+        self._sync(lambda: errors.update(self.controller.set_budget(**values)))
+        if not errors:
+            self.budget_controls.reset()     # the boxes show what applied
+        self.budget_controls.errors = errors
+        self.budget_controls.show()
+        return errors
 
     def prefill(self, wait: bool = True) -> Any:
         """A real prefill of the selected turn after the previous one (synthetic tiny model, CPU),
@@ -514,7 +527,7 @@ class Workbench:
     def _show_result(self, result: AssemblyResult) -> None:
         self.alert.value = ""
         self.view.error = ""
-        self.view._feed(result, self.state.assembler().tokenizer)
+        self.view._feed(result, self.state.assembler().tokenizer, self.state.overflow)
         self.comparer.request()     # nothing unless the Compare tab is open
 
     def _show_summary(self, result: AssemblyResult) -> None:
@@ -522,7 +535,8 @@ class Workbench:
         from .html import diagnostics_html, header_html
         self.header.value = header_html(self.view.header)
         if self.budget is not None:
-            _replace_figure(self.budget, budget_figure(result))
+            _replace_figure(self.budget, budget_figure(result, self.state.overflow))
+        self.budget_controls.show()
         self.diagnostics.value = diagnostics_html(result)
 
     def _show_error(self, message: str) -> None:
@@ -537,6 +551,8 @@ class Workbench:
             data.pop("messages")
         for k, v in data.items():
             setattr(self.editor, k, v)
+        if structural:
+            self.budget_controls.reset()     # another session, or reverted: its own window and reserve
         self._quiet = True   # setting options resets the value: not a choice of the user's
         try:
             if self.turn_select.options != tuple(self._turns()):

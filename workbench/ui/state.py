@@ -28,9 +28,26 @@ from ..analysis.turn_prompts import breakpoints_of, reply_tokens
 from ..assembly import Assembler, Session
 from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
-from ..errors import EditError, WorkbenchError
+from ..budget import DEFAULT_CONTEXT_WINDOW
+from ..conversation import Conversation, ModelParams
+from ..errors import BudgetError, BudgetSettingError, EditError, WorkbenchError
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
-from ..truncation import STRATEGIES
+from ..truncation import STRATEGIES, TruncationPolicy
+from .budget_view import (
+    NONE,
+    BudgetSettings,
+    Overflow,
+    explicit_reserve,
+    explicit_window,
+    mark,
+    parse_tokens,
+    reserve_label,
+    truncation_policy,
+    unit_seqs,
+    window_source,
+    write_reserve,
+    write_window,
+)
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 
@@ -41,6 +58,7 @@ PARTS = ("diff", "cache", "policies")
 NEEDS: dict[str, frozenset[str]] = {"Cache": frozenset({"cache", "policies"}), "Prefix diff": frozenset({"diff"}),
                                     "KV": frozenset({"cache"}), "Teach": frozenset({"diff"})}
 AUTO = "auto"                    # the tokenizer: the selected template's own
+UNCHANGED: Any = object()        # set_budget: a setting not given
 
 
 @dataclass
@@ -92,6 +110,9 @@ class WorkbenchState:
         self.template = template
         self.tokenizer = AUTO
         self.custom_source = ""
+        self.policy = TruncationPolicy().strategy    # the truncation policy (budget_view.POLICIES)
+        self.overflow: Overflow | None = None       # what the model will not see, struck in the token view
+        self._full_session: Session | None = None   # the whole prompt, untruncated, for `overflow`
         self.result: AssemblyResult | None = None   # the last good one: what the views show
         self.shown = ""                              # which session, turn and template that was
         self.error = ""
@@ -216,25 +237,68 @@ class WorkbenchState:
         self._drop_all()
 
     # assembly --------------------------------------------------------------------------------------
-    def assembler(self) -> Assembler:
-        cw = self.doc.data.get("context_window")
-        cw = cw if isinstance(cw, int) and cw > 0 else None
+    def assembler(self, policy: str | None = None) -> Assembler:
+        """The assembler of the current choices (`policy`: another truncation policy's, same otherwise)."""
+        cw = explicit_window(self.doc)
+        # The reserve is the request's max_tokens; the assembler carries it too, so that the export
+        # bundle records it for requests that come without one.
+        res = explicit_reserve(self.doc, self.turn)
         custom = self.custom_source.strip()
-        key = (self.template, self.tokenizer, custom, cw)
+        policy = policy or self.policy
+        key = (self.template, self.tokenizer, custom, cw, res, policy)
         asm = self._assemblers.get(key)
         if asm is None:
             tok = None if self.tokenizer == AUTO else self.tokenizer
+            budget = dict(context_window=cw, reserve=res, truncation=truncation_policy(policy))
             if custom:
                 # A custom template counts with the chosen tokenizer, else the selected template's.
                 # Typed in the box, reviewed by nobody: rendered in a worker process with a hard deadline.
                 asm = Assembler(template=from_source(self.custom_source, "custom"),
-                                tokenizer=tok or get_template(self.template).tokenizer, context_window=cw,
-                                render_limits=RenderLimits(isolate=True))
-                self._assemblers = {k: a for k, a in self._assemblers.items() if not k[2]}  # one custom at a time
+                                tokenizer=tok or get_template(self.template).tokenizer,
+                                render_limits=RenderLimits(isolate=True), **budget)
+                # one custom at a time
+                self._assemblers = {k: a for k, a in self._assemblers.items() if not k[2] or k[2] == custom}
             else:
-                asm = Assembler(template=self.template, tokenizer=tok, context_window=cw)
+                asm = Assembler(template=self.template, tokenizer=tok, **budget)
             self._assemblers[key] = asm
         return asm
+
+    # the budget controls ---------------------------------------------------------------------------
+    def budget_settings(self) -> BudgetSettings:
+        """The window, reserve and policy the selected turn is assembled with, and where each came from."""
+        asm = self.assembler()
+        res = explicit_reserve(self.doc, self.turn)
+        win = asm.window(Conversation(messages=(), params=ModelParams(max_tokens=res)))
+        return BudgetSettings(win.context_window, window_source(self.doc, asm.template), explicit_window(self.doc),
+                              win.reserve, reserve_label(win.reserve_source), res, self.policy)
+
+    def set_budget(self, *, context_window: Any = UNCHANGED, reserve: Any = UNCHANGED,
+                   policy: str | None = None) -> None:
+        """Set the context window and the reserve (text from a box, an int, or None/blank: the session's
+        or template's own) and the truncation policy. A bad value raises BudgetSettingError naming its
+        control, and nothing changes. Every turn is assembled anew."""
+        given_cw, given_res = context_window is not UNCHANGED, reserve is not UNCHANGED
+        cw = parse_tokens(context_window, "context_window", "the context window", 1) if given_cw \
+            else explicit_window(self.doc)
+        res = parse_tokens(reserve, "reserve", "the reserve", 0) if given_res \
+            else explicit_reserve(self.doc, self.turn)
+        if policy is not None:
+            truncation_policy(policy)
+        # The template's model window, not through the assembler: the settings being fixed may be
+        # the very ones that keep it from being built (a file whose max_tokens fills its window).
+        own = None if self.custom_source.strip() else get_template(self.template).context_window
+        window = cw or own or DEFAULT_CONTEXT_WINDOW
+        if res is not None and res >= window:
+            control = "reserve" if given_res else "context_window"
+            raise BudgetSettingError(control, f"the reserve ({res:,}) leaves no room for input in a context window of "
+                                     f"{window:,} tokens", hint="the reserve must be below the window")
+        if given_cw and cw != explicit_window(self.doc):
+            write_window(self.doc, cw)
+        if given_res and res != explicit_reserve(self.doc, self.turn):
+            write_reserve(self.doc, res)
+        if policy is not None:
+            self.policy = policy
+        self._drop_all()
 
     def assemble(self) -> AssemblyResult:
         """Assemble the selected turn; on a WorkbenchError keep the last good result and record the
@@ -244,16 +308,47 @@ class WorkbenchState:
             if self._session is None or self._session.assembler is not asm:
                 self._session = asm.session()
             request = self.doc.request(self.turn)
-            result = self._session.assemble(request)
+            refused: BudgetError | None = None
+            try:
+                kept: AssemblyResult | None = self._session.assemble(request)
+            except BudgetError as exc:
+                if exc.over_by is None:
+                    raise          # an impossible window, not a prompt too long: nothing to show
+                kept, refused = None, exc
+            result, self.overflow = self._overflow(asm, request, kept, refused)
         except WorkbenchError as exc:
             self.error = str(exc)
             raise
         self.result, self.error = result, ""
         with self._records_lock:
-            if self.turn - 1 < len(self._records):
+            if kept is not None and self.turn - 1 < len(self._records):
                 self._records[self.turn - 1] = TurnRecord(result, request)
         self.shown = f"{self.doc.name}, turn {self.turn}, {result.template['name']}"
         return result
+
+    def _overflow(self, asm: Assembler, request: dict, kept: AssemblyResult | None, refused: BudgetError | None
+                  ) -> tuple[AssemblyResult, Overflow | None]:
+        """The result to show and what of the whole prompt the model will not see: the messages the
+        policy drops, and past the input budget (no policy, or one that cannot fit it), the tokens
+        that overflow. The whole prompt comes from the same settings without truncation."""
+        b = kept.budget if kept is not None else None
+        if kept is not None and b is not None and not kept.dropped and b.used <= b.input_budget:
+            return kept, None
+        full_asm = self.assembler(NONE)
+        if kept is not None and full_asm is asm:
+            full = kept
+        else:
+            if self._full_session is None or self._full_session.assembler is not full_asm:
+                self._full_session = full_asm.session()
+            full = self._full_session.assemble(request)
+        budget = full.budget.input_budget
+        if refused is not None:
+            dropped, note = unit_seqs(full, self.policy), f"{self.policy} truncation cannot fit it: {refused.message}"
+        else:
+            dropped, note = [d.seq for d in kept.dropped] if kept is not None else [], ""
+        overflow = mark(full, asm.tokenizer, dropped=dropped, input_budget=budget, policy=self.policy,
+                        count_over=refused is not None or (kept is not None and not kept.dropped), refused=note)
+        return (kept if kept is not None else full), overflow
 
     def turn_result(self, turn: int) -> AssemblyResult | None:
         """Turn `turn`'s result as the panels last assembled it (None if not yet, or no such turn)."""

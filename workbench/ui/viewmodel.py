@@ -28,8 +28,10 @@ from ..segments import Segment, originals
 if TYPE_CHECKING:
     from ..assembly.result import AssemblyResult
     from ..tokenizers.base import Tokenizer
+    from .budget_view import Overflow
 
 SegmentKey = tuple[str, "str | None", "int | None", str, int]
+ViewKey = tuple[SegmentKey, str]          # a segment and its flag ("", "dropped", "over")
 
 
 @dataclass(frozen=True)
@@ -68,24 +70,34 @@ class TokenViewModel:
 
     def __init__(self, tokenizer: "Tokenizer"):
         self.tokenizer = tokenizer
-        self.sent: list[SegmentKey] = []
+        self.sent: list[ViewKey] = []
         self._segs: list[Segment] = []        # the segments sent, as they were
         self._ends: dict[SegmentKey, np.ndarray] = {}
+        # Each segment object's key, by identity (the object is held, so its id is not reused): an
+        # incremental result shares its unchanged segments with the last, so a keystroke hashes only
+        # the new ones' ids, not the whole prompt's.
+        self._keys: dict[int, tuple[Segment, SegmentKey]] = {}
         self._specials = np.array(sorted(tokenizer.specials.values()), dtype=np.uint32)
 
     def reset(self) -> None:
         """Forget what was sent (a new front end attached): the next patch carries everything."""
         self.sent, self._segs = [], []
 
-    def update(self, result: "AssemblyResult") -> Patch:
-        segs = originals(result.segments)
-        keys = [_key(s) for s in segs]
+    def update(self, result: "AssemblyResult", overflow: "Overflow | None" = None) -> Patch:
+        """The patch to `result`; with `overflow`, to the whole prompt it lays out instead, each
+        segment the model will not see flagged (`struck`: "dropped" or "over")."""
+        segs = list(overflow.segments) if overflow is not None else originals(result.segments)
+        flags = list(overflow.flags) if overflow is not None else [""] * len(segs)
+        struck = {id(s): f for s, f in zip(segs, flags) if f}
+        keys = [(self._key_of(s), f) for s, f in zip(segs, flags)]
         keep = first_difference(self.sent, keys)
         runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
         for s, old in zip(fresh, self._replaced(runs, keep, len(fresh))):
             meta: dict[str, Any] = {"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
                                     "end": s.end, "source": s.source}
+            if id(s) in struck:
+                meta["struck"] = struck[id(s)]
             s_ids, s_ends = np.asarray(s.token_ids, dtype="<u4"), self._token_ends(s)
             change = self._change(self._segs[old], s, s_ids, s_ends) if old is not None else None
             if change is not None:
@@ -98,11 +110,21 @@ class TokenViewModel:
             ids.append(s_ids)
             ends.append(s_ends)
         all_ids = np.concatenate(ids) if ids else np.zeros(0, "<u4")
-        patch = Patch(keep=keep, segments=metas, header=header(result, len(segs)), runs=runs,
+        head = header(result, len(segs))
+        head["overflow"] = overflow.header() if overflow is not None else None
+        patch = Patch(keep=keep, segments=metas, header=head, runs=runs,
                       ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
                       special=np.isin(all_ids, self._specials).astype(np.uint8).tobytes())
         self.sent, self._segs = keys, list(segs)
+        # Only the segments just sent stay keyed (they are held in _segs anyway): no old versions kept.
+        self._keys = {id(s): (s, k[0]) for s, k in zip(segs, keys)}
         return patch
+
+    def _key_of(self, s: Segment) -> SegmentKey:
+        got = self._keys.get(id(s))
+        if got is not None and got[0] is s:
+            return got[1]
+        return _key(s)
 
     def _replaced(self, runs: list[dict[str, int]] | None, keep: int, n_fresh: int) -> list[int | None]:
         """For each segment to send, the old one whose place it takes: between two kept runs, as many
@@ -148,7 +170,7 @@ class TokenViewModel:
                  "text": b16[2 * start:2 * stop].decode("utf-16-le", "surrogatepass")}
         return extra, ids[head:nb - tail], ends[head:nb - tail] - np.uint32(start)
 
-    def _runs(self, keys: list[SegmentKey], segs: list[Segment], keep: int
+    def _runs(self, keys: list[ViewKey], segs: list[Segment], keep: int
               ) -> tuple[list[dict[str, int]] | None, list[Segment]]:
         """Old segments to keep past the common prefix, in order, and the segments to send."""
         old_at = {k: i for i, k in enumerate(self.sent)}
@@ -219,11 +241,12 @@ class PatchFeed:
 
     _feed_model: "TokenViewModel | None" = None
     _feed_result: "AssemblyResult | None" = None
+    _feed_overflow: "Overflow | None" = None
 
-    def _feed(self, result: "AssemblyResult", tokenizer: "Tokenizer") -> Patch:
+    def _feed(self, result: "AssemblyResult", tokenizer: "Tokenizer", overflow: "Overflow | None" = None) -> Patch:
         self._feed_model = model_for(self._feed_model, tokenizer)
-        patch = self._feed_model.update(result)
-        self._feed_result = result
+        patch = self._feed_model.update(result, overflow)
+        self._feed_result, self._feed_overflow = result, overflow
         self._deliver(patch)
         self.patches_sent.append(patch.nbytes)
         return patch
@@ -232,7 +255,7 @@ class PatchFeed:
         """A newly rendered front end holds nothing: send it everything."""
         if self._feed_result is not None and self._feed_model is not None:
             self._feed_model.reset()
-            patch = self._feed_model.update(self._feed_result)
+            patch = self._feed_model.update(self._feed_result, self._feed_overflow)
             self._deliver(patch)
             self.patches_sent.append(patch.nbytes)
 
@@ -270,4 +293,5 @@ def page_header(h: dict[str, Any]) -> dict[str, Any]:
     b = h["budget"]
     return {**{k: h[k] for k in ("template", "tokenizer", "total_tokens", "segments", "reused_segments", "cache_key")},
             "budget": {"used": b["used"], "input_budget": b["input_budget"]},
-            "diagnostics": [d for d in h["diagnostics"] if d.get("seq") is not None and d.get("level") != "info"]}
+            "diagnostics": [d for d in h["diagnostics"] if d.get("seq") is not None and d.get("level") != "info"],
+            "overflow": (h.get("overflow") or {}).get("note") or None}
