@@ -17,16 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..difference import first_difference
 from ..errors import EngineError
 from .models import device_errors
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 
 @dataclass
@@ -59,11 +56,12 @@ class GenerateReport:
                 "held_token": self.held_token, "prompt_token": self.prompt_token}
 
 
-def generate(engine: "Engine", ids: np.ndarray, max_new_tokens: int, *, stop_ids: Iterable[int] = (),
+def generate(engine: Any, ids: np.ndarray, max_new_tokens: int, *, stop_ids: Iterable[int] = (),
              temperature: float = 0.0, seed: int = 0, reuse: bool = True, tokenizer: Any = None,
              suppress_ids: Iterable[int] = (), check: Callable[[], None] | None = None,
              on_token: Callable[[np.ndarray], None] | None = None) -> GenerateReport:
-    """The next reply to prompt `ids`. `stop_ids`: end-of-turn ids (the first one generated ends the
+    """The next reply to prompt `ids` on `engine` (an engine.Engine: typed loosely, since the Engine
+    imports this module for its `generate` method). `stop_ids`: end-of-turn ids (the first one generated ends the
     reply). `suppress_ids`: ids never generated (a synthetic model's control tokens). `check`, called
     before each decode step, may raise Cancelled; `on_token(new_ids)` sees the reply grow."""
     ids = _checked_prompt(engine, ids, max_new_tokens)
@@ -113,7 +111,7 @@ def generate(engine: "Engine", ids: np.ndarray, max_new_tokens: int, *, stop_ids
     return report
 
 
-def _checked_prompt(engine: "Engine", ids: np.ndarray, max_new_tokens: int) -> np.ndarray:
+def _checked_prompt(engine: Any, ids: np.ndarray, max_new_tokens: int) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.uint32)
     n = len(ids)
     if n == 0:
@@ -131,7 +129,7 @@ def _checked_prompt(engine: "Engine", ids: np.ndarray, max_new_tokens: int) -> n
     return ids
 
 
-def _vocab_limit(engine: "Engine", tokenizer: Any) -> int:
+def _vocab_limit(engine: Any, tokenizer: Any) -> int:
     """Ids past the tokenizer's vocabulary are padding rows of the model: never generated."""
     size = int(getattr(tokenizer, "vocab_size", 0) or 0)
     return min(size, engine.m.vocab_size) if size else engine.m.vocab_size

@@ -376,6 +376,14 @@ class Controller:
         from .run_panel import Runner
         if self.runner is None:
             self.runner = Runner()
+        if self._generating is not None:
+            done(None, "a reply is being generated: wait for it, or Cancel it")
+            return
+        try:
+            job = self.runner.prepare(self.state)     # read here, on the UI thread
+        except WorkbenchError as exc:
+            done(None, str(exc))
+            return
         runner, stop = self.runner, threading.Event()
         self._generating = stop
         generation = self.state.generation
@@ -398,8 +406,8 @@ class Controller:
                 appended = self._append_reply(outcome.text, generation)
             done(None if outcome is None else (outcome, appended), error)
 
-        self._in_background("generate", lambda: runner.generate(self.state, engine, max_new_tokens, check=check,
-                                                                 progress=report), finished)
+        self._in_background("generate", lambda: runner.run(job, engine, max_new_tokens, check=check,
+                                                            progress=report), finished)
 
     def cancel_generate(self) -> None:
         if self._generating is not None:

@@ -69,6 +69,14 @@ class RunOutcome:
         return out
 
 
+@dataclass(frozen=True)
+class RunJob:
+    turn: int                              # the session's last turn, which the reply answers
+    request: dict                          # its request (the document copies on write: it stays as it is)
+    assembler: "Assembler"                 # the view's
+    template: str                          # the view's template name
+
+
 def engine_spec(choice: str, typed: str = "") -> str:
     """The engine to run from the picker's value and the typed folder, file or URL."""
     kind = ENGINES.get(choice, choice)
@@ -101,24 +109,33 @@ class Runner:
                  check: Callable[[], None] | None = None,
                  progress: Callable[[str], None] | None = None) -> RunOutcome:
         """The reply to the session's last turn on engine `spec`; nothing is appended here."""
-        if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_LIMIT:
-            raise EngineError(f"max new tokens must be from 1 to {MAX_NEW_LIMIT} (got {max_new_tokens!r})")
+        return self.run(self.prepare(state), spec, max_new_tokens, check=check, progress=progress)
+
+    def prepare(self, state: "WorkbenchState") -> RunJob:
+        """What to generate for, read from the state on the caller's (UI) thread: the worker then
+        never reads a document that an edit may be changing."""
         turn = state.doc.turn_count
         request = state.doc.request(turn)
         msgs = request.get("messages")
         if isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
             raise EditError("the session ends with an assistant reply: add a user message, then Generate")
+        return RunJob(turn, request, state.assembler(), state.template)
+
+    def run(self, job: RunJob, spec: str, max_new_tokens: int, *, check: Callable[[], None] | None = None,
+            progress: Callable[[str], None] | None = None) -> RunOutcome:
+        if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_LIMIT:
+            raise EngineError(f"max new tokens must be from 1 to {MAX_NEW_LIMIT} (got {max_new_tokens!r})")
         if is_url(spec):
-            return self._remote(state, spec, turn, request, max_new_tokens, check)
-        return self._local(state, spec, turn, request, max_new_tokens, check, progress)
+            return self._remote(job, spec, max_new_tokens, check)
+        return self._local(job, spec, max_new_tokens, check, progress)
 
     # local ---------------------------------------------------------------------------------------
-    def _local(self, state: "WorkbenchState", spec: str, turn: int, request: dict, max_new: int,
+    def _local(self, job: RunJob, spec: str, max_new: int,
                check: Callable[[], None] | None, progress: Callable[[str], None] | None) -> RunOutcome:
         from ..engine.engine import Engine
         from ..engine.models import SYNTHETIC
-        asm, note = self._assembler_for(state, spec, progress)
-        result = asm.assemble(request)
+        asm, note = self._assembler_for(job, spec, progress)
+        result = asm.assemble(job.request)
         tok = asm.tokenizer
         key = (spec, int(tok.vocab_size))
         engine = self._engines.get(key)
@@ -141,7 +158,7 @@ class Runner:
             progress("prefilling the prompt…")
         rep = engine.generate(result.token_ids, max_new, stop_ids=stops, tokenizer=tok, suppress_ids=suppress,
                               check=check, on_token=on_token)
-        out = RunOutcome(spec, turn, rep.text, rep.prompt_tokens, rep.completion_tokens, rep.reused_tokens,
+        out = RunOutcome(spec, job.turn, rep.text, rep.prompt_tokens, rep.completion_tokens, rep.reused_tokens,
                          rep.finish_reason, rep.prefill_ms + rep.decode_ms, engine.m.label,
                          _assembled_with(asm), note, local=rep)
         if rep.break_at is not None and rep.break_at < rep.prompt_tokens:
@@ -151,13 +168,13 @@ class Runner:
         self.last = out
         return out
 
-    def _assembler_for(self, state: "WorkbenchState", spec: str,
+    def _assembler_for(self, job: RunJob, spec: str,
                        progress: Callable[[str], None] | None) -> "tuple[Assembler, str]":
         """The view's assembler, unless the model brings its own vocabulary: then that vocabulary,
         with the model family's template where one is known."""
         from ..assembly import Assembler
         from ..engine.models import REAL, REAL_TEMPLATES, SYNTHETIC, model_tokenizer
-        view = state.assembler()
+        view = job.assembler
         if spec in SYNTHETIC:
             return view, ""
         if spec not in REAL and not Path(spec).exists():
@@ -168,7 +185,7 @@ class Runner:
         tok_name = model_tokenizer(spec)
         if tok_name is None:
             return view, ""
-        template = REAL_TEMPLATES.get(spec, state.template)
+        template = REAL_TEMPLATES.get(spec, job.template)
         asm = self._assemblers.get(f"{spec}\n{template}")
         if asm is None:
             asm = self._assemblers[f"{spec}\n{template}"] = Assembler(template=template, tokenizer=tok_name)
@@ -177,11 +194,10 @@ class Runner:
         return asm, note
 
     # remote --------------------------------------------------------------------------------------
-    def _remote(self, state: "WorkbenchState", url: str, turn: int, request: dict, max_new: int,
-                check: Callable[[], None] | None) -> RunOutcome:
+    def _remote(self, job: RunJob, url: str, max_new: int, check: Callable[[], None] | None) -> RunOutcome:
         from ..engine.remote import RemoteEngine
-        asm = state.assembler()
-        result = asm.assemble(request)
+        asm = job.assembler
+        result = asm.assemble(job.request)
         remote = self._remotes.get(url)
         if remote is None:
             remote = self._remotes[url] = RemoteEngine(url, timeout=120)
@@ -189,7 +205,7 @@ class Runner:
             check()
         eos = asm.template.eos_token
         gen = remote.generate(result.token_ids, max_new, stop=[eos] if eos else None)
-        out = RunOutcome(url, turn, gen.text, gen.prompt_tokens or len(result.token_ids), gen.completion_tokens,
+        out = RunOutcome(url, job.turn, gen.text, gen.prompt_tokens or len(result.token_ids), gen.completion_tokens,
                          gen.cached_tokens, gen.finish_reason, gen.ms, f"{remote.model} at {url}",
                          _assembled_with(asm), remote=gen)
         self.last = out
