@@ -163,7 +163,7 @@ def test_generate_appends_the_reply_and_the_next_turn_reports_its_reuse() -> Non
     result, error, progress = run(c, "tiny")
     assert error == "" and result is not None
     outcome, appended = result  # type: ignore[misc]
-    assert appended == f"appended to the session as message {n + 1} (assistant)"
+    assert appended == f"appended to the session as message {n} (assistant)"
     msgs = s.doc.messages(s.turn)
     assert len(msgs) == n + 1 and msgs[-1] == {"role": "assistant", "content": outcome.text}
     assert s.doc.dirty and s.doc.turn_count == turns + 1 and s.turn == turns + 1

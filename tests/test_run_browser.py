@@ -72,7 +72,7 @@ def test_generate_appends_the_reply_and_the_next_turn_shows_the_reuse(page) -> N
     expect(out).to_contain_text("Generate writes the next assistant reply")
     page.get_by_label("Max new tokens").fill("8")
     generate(page)
-    expect(out.locator(".wb-run-appended")).to_contain_text("appended to the session as message 5",
+    expect(out.locator(".wb-run-appended")).to_contain_text("appended to the session as message 4",
                                                           timeout=GENERATE_MS)
     expect(out).to_contain_text("8 tokens")
     expect(out).to_contain_text("held nothing of this session yet")
@@ -87,7 +87,7 @@ def test_generate_appends_the_reply_and_the_next_turn_shows_the_reuse(page) -> N
     rows.last.locator("textarea[data-field=content]").fill("Thanks. Why is that?")
     expect(page.locator(".wb-token-view")).to_contain_text("Thanks. Why is that?", timeout=STEP_MS)
     generate(page)
-    expect(out.locator(".wb-run-appended")).to_contain_text("message 7", timeout=GENERATE_MS)
+    expect(out.locator(".wb-run-appended")).to_contain_text("message 6", timeout=GENERATE_MS)
     reuse = out.locator(".wb-run-reuse").inner_text()
     m = re.search(r"Prompt: ([\d,]+) tokens: ([\d,]+) reused", reuse)
     assert m, reuse

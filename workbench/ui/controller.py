@@ -423,7 +423,7 @@ class Controller:
             s.select_turn(s.doc.turn_count)
         index = len(s.doc.messages(s.turn))
         self.ops([{"op": "insert", "index": index, "message": {"role": "assistant", "content": text}}])
-        return f"appended to the session as message {index + 1} (assistant)"
+        return f"appended to the session as message {index} (assistant)"     # the editor's numbering
 
     def _in_background(self, name: str, fn: Callable[[], Any], done: Callable[[Any, str], None]) -> None:
         def work() -> None:

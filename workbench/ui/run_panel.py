@@ -205,6 +205,8 @@ class Runner:
             check()
         eos = asm.template.eos_token
         gen = remote.generate(result.token_ids, max_new, stop=[eos] if eos else None)
+        if check is not None:
+            check()          # Cancel pressed while the server worked: its reply is dropped
         out = RunOutcome(url, job.turn, gen.text, gen.prompt_tokens or len(result.token_ids), gen.completion_tokens,
                          gen.cached_tokens, gen.finish_reason, gen.ms, f"{remote.model} at {url}",
                          _assembled_with(asm), remote=gen)
@@ -229,8 +231,8 @@ def segment_at(result: "AssemblyResult", index: int) -> str:
     if seg is None:
         return f"token {index}"
     if seg.kind == "message" and seg.seq is not None:
-        # seq counts from 0; the tab numbers messages from 1, as "appended as message N" does
-        return f"token {index}, in message {seg.seq + 1} ({seg.role})"
+        # seq is the message's index, which the message editor shows beside each message too
+        return f"token {index}, in message {seg.seq} ({seg.role})"
     return f"token {index}, in the {' · '.join(str(x) for x in (seg.kind, seg.role) if x)}"
 
 
@@ -269,7 +271,7 @@ def run_html(outcome: RunOutcome | None, *, status: str = "", error: str = "", a
         parts.append("</div>")
         return "".join(parts)
     o = outcome
-    parts.append(f'<p class="wb-run-model"><b>{escape(o.model_label)}</b> · turn {o.turn} · '
+    parts.append(f'<p class="wb-run-model"><b>{escape(o.model_label)}</b> · the reply to turn {o.turn} · '
                  f'{escape(o.assembled_with)}</p>')
     if o.note:
         parts.append(f'<p class="wb-muted">{escape(o.note)}</p>')
