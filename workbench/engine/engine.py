@@ -56,6 +56,7 @@ class Engine:
         self.m = model
         self.cache = RadixKVCache(kv_cap_bytes)
         self.processed_tokens = 0            # tokens the model ran over, reuse path and baselines alike
+        self.held_ids: np.ndarray | None = None   # the last generation's prompt + reply (generate.py)
         self.torch = require("torch", "the prefill engine")
         self.transformers = require("transformers", "the prefill engine")
 
@@ -131,5 +132,11 @@ class Engine:
             out.append(TopToken(int(pid), text, float(pp)))
         return out
 
+    def generate(self, ids: np.ndarray, max_new_tokens: int, **kw: Any) -> Any:
+        """The next reply to prompt `ids`, decoded with the KV cache (see generate.py for the options)."""
+        from .generate import generate
+        return generate(self, ids, max_new_tokens, **kw)
+
     def clear(self) -> None:
         self.cache.clear()
+        self.held_ids = None

@@ -45,6 +45,21 @@ class RemoteReport:
 
 
 @dataclass(frozen=True)
+class RemoteGeneration:
+    text: str                         # the reply, cut at the first stop string
+    finish_reason: str                # "stop" or "length"
+    prompt_tokens: int                # what the server counted
+    completion_tokens: int
+    cached_tokens: int | None         # None: the server did not report it (see FLAGS_HINT)
+    ms: float                         # the request, round trip
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cached_tokens": self.cached_tokens,
+                "ms": round(self.ms, 3)}
+
+
+@dataclass(frozen=True)
 class Parity:
     equal: bool
     ours: int
@@ -103,6 +118,30 @@ class RemoteEngine:
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
         return RemoteReport(len(ids), int(usage.get("prompt_tokens", 0)), None if cached is None else int(cached), ms)
+
+    def generate(self, ids: np.ndarray, max_new_tokens: int, *, stop: list[str] | None = None) -> RemoteGeneration:
+        """The next reply to prompt `ids` (greedy, `max_tokens` = `max_new_tokens`), and how much of the
+        prompt the server's prefix cache served. The text is cut at the first `stop` string too: a
+        server that ignores `stop` (serve-engine) then gives the same reply as one that honours it."""
+        prompt = [int(i) for i in np.asarray(ids, dtype=np.uint32)]
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "max_tokens": int(max_new_tokens),
+                                "temperature": 0}
+        if stop:
+            body["stop"] = list(stop)
+        t0 = time.perf_counter()
+        out = self._request("/v1/completions", body)
+        ms = (time.perf_counter() - t0) * 1e3
+        choices = out.get("choices") or []
+        if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("text"), str):
+            raise EngineError(f"{self.base}/v1/completions answered without choices[0].text")
+        text, finish = choices[0]["text"], str(choices[0].get("finish_reason") or "length")
+        for s in stop or []:
+            if s and s in text:
+                text, finish = text[:text.index(s)], "stop"
+        usage = out.get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        return RemoteGeneration(text, finish, int(usage.get("prompt_tokens", 0)),
+                                int(usage.get("completion_tokens", 0)), None if cached is None else int(cached), ms)
 
     def tokenize(self, text: str) -> np.ndarray:
         out = self._request("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})

@@ -54,6 +54,7 @@ from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
+from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
 from .semantic_panel import semantic_html
 from .state import AUTO, NEEDS, Panels, WorkbenchState
 from .teaching import StepThrough
@@ -186,6 +187,47 @@ class TeachingPanel:
             return
         self.title.object, self.body.object = self.walk.title_html(), self.walk.body_html()
         self.back.disabled, self.next.disabled = self.walk.at_first, self.walk.at_last
+
+
+class RunPanel:
+    """The Run tab: engine, max new tokens, Generate and Cancel; the reply streams in, then is appended
+    to the session (run_panel.py, Controller.run_generate)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.last: RunOutcome | None = None
+        self.engine = pn.widgets.Select(**{LABEL: "Engine"}, options=list(ENGINES), width=280)
+        self.target = pn.widgets.TextInput(**{LABEL: "Model folder, .gguf file or server URL"}, width=300,
+                                           placeholder="http://127.0.0.1:8000")
+        self.max_new = pn.widgets.IntInput(**{LABEL: "Max new tokens"}, value=DEFAULT_MAX_NEW, start=1,
+                                           end=MAX_NEW_LIMIT, width=120)
+        self.generate = pn.widgets.Button(**{LABEL: "Generate", COLOR: "primary"}, width=100, align="end")
+        self.cancel = pn.widgets.Button(**{LABEL: "Cancel"}, width=80, align="end", disabled=True)
+        self.out = pn.pane.HTML(run_html(None), sizing_mode="stretch_width", stylesheets=[CSS],
+                                css_classes=["wb-run-pane"])
+        self.generate.on_click(lambda _e: self.run())
+        self.cancel.on_click(lambda _e: self.controller.cancel_generate())
+        self.layout = pn.Column(pn.Row(self.engine, self.target, self.max_new, self.generate, self.cancel),
+                                self.out, sizing_mode="stretch_width")
+
+    def run(self) -> None:
+        try:
+            spec = engine_spec(self.engine.value, self.target.value or "")
+        except WorkbenchError as exc:          # said inline; the last reply stays shown
+            self.out.object = run_html(self.last, error=str(exc))
+            return
+        self.generate.disabled, self.cancel.disabled = True, False
+        self.out.object = run_html(None, status=f"generating on {spec}…")
+        self.controller.run_generate(spec, int(self.max_new.value or DEFAULT_MAX_NEW), self._done,
+                                     lambda text: setattr(self.out, "object", run_html(None, status=text)))
+
+    def _done(self, result: Any, error: str) -> None:
+        self.generate.disabled, self.cancel.disabled = False, True
+        if result is None:
+            self.out.object = run_html(self.last, error=f"nothing appended: {error}")
+            return
+        self.last, appended = result
+        self.out.object = run_html(self.last, appended=appended)
 
 
 class PanelHost:
@@ -348,6 +390,7 @@ class WorkbenchApp:
                                               width=420)
         self.semantic = pn.pane.HTML(semantic_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
         self.teaching = TeachingPanel()
+        self.run = RunPanel(self.controller)
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         compare_tab = self._compare_tab()
 
@@ -389,7 +432,8 @@ class WorkbenchApp:
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
                  ("Prefix diff", self.diff), ("KV", kv),
                  ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
-                 ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Diagnostics", self.diagnostics)]
+                 ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
+                 ("Diagnostics", self.diagnostics)]
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
         main = pn.Column(self.header, self.alert, self.budget, self.panels_status, tabs, sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")

@@ -89,6 +89,8 @@ class Controller:
         self._shown.set()
         self.views: frozenset[str] = frozenset(PARTS)   # the panels' parts the open tabs show
         self._progress_at = 0.0
+        self.runner: Any = None           # the Run tab's engines (run_panel.Runner), made on first use
+        self._generating: threading.Event | None = None
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -382,6 +384,63 @@ class Controller:
     def run_semantic(self, done: Callable[[Any, str], None]) -> None:
         """Replay the earlier turns into a semantic cache and look this turn up; `done((decision, cache), error)`."""
         self._in_background("semantic", self.state.semantic, done)
+
+    def run_generate(self, engine: str, max_new_tokens: int, done: Callable[[Any, str], None],
+                     progress: Callable[[str], None] | None = None) -> None:
+        """Generate the next assistant reply on `engine` (run_panel.Runner) and append it to the session
+        as an editor operation (undoable, autosaved); `done((outcome, appended), error)` and
+        `progress(text)` run on the UI thread. `cancel_generate` stops it between decode steps."""
+        from .run_panel import Runner
+        if self.runner is None:
+            self.runner = Runner()
+        if self._generating is not None:
+            done(None, "a reply is being generated: wait for it, or Cancel it")
+            return
+        try:
+            job = self.runner.prepare(self.state)     # read here, on the UI thread
+        except WorkbenchError as exc:
+            done(None, str(exc))
+            return
+        runner, stop = self.runner, threading.Event()
+        self._generating = stop
+        generation = self.state.generation
+        shown_at = [0.0]
+
+        def check() -> None:
+            if stop.is_set():
+                raise Cancelled("generation cancelled")
+
+        def report(text: str) -> None:
+            now = time.monotonic()
+            if progress is not None and now - shown_at[0] >= PROGRESS_S / 2:
+                shown_at[0] = now
+                self.host.call_from_thread(lambda: progress(text))
+
+        def finished(outcome: Any, error: str) -> None:
+            self._generating = None
+            appended = ""
+            if outcome is not None:
+                appended = self._append_reply(outcome.text, generation)
+            done(None if outcome is None else (outcome, appended), error)
+
+        self._in_background("generate", lambda: runner.run(job, engine, max_new_tokens, check=check,
+                                                            progress=report), finished)
+
+    def cancel_generate(self) -> None:
+        if self._generating is not None:
+            self._generating.set()
+
+    def _append_reply(self, text: str, generation: int) -> str:
+        """The reply as the last message, through the editor's path; not when the session changed
+        meanwhile (the reply answers a prompt that is gone)."""
+        s = self.state
+        if s.generation != generation:
+            return "not appended: the session changed while the reply was generated"
+        if s.turn != s.doc.turn_count:
+            s.select_turn(s.doc.turn_count)
+        index = len(s.doc.messages(s.turn))
+        self.ops([{"op": "insert", "index": index, "message": {"role": "assistant", "content": text}}])
+        return f"appended to the session as message {index} (assistant)"     # the editor's numbering
 
     def _in_background(self, name: str, fn: Callable[[], Any], done: Callable[[Any, str], None]) -> None:
         def work() -> None:

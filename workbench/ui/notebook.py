@@ -180,6 +180,50 @@ class _NotebookHost:
         pass    # a notebook keeps its edits in the kernel; an autosave, when asked for, needs no notice
 
 
+class _NotebookRun:
+    """The Run tab in a notebook (run_panel.py): engine, max new tokens, Generate, Cancel."""
+
+    def __init__(self, wb: "Workbench"):
+        from .run_panel import DEFAULT_MAX_NEW, ENGINES, run_html
+        W = wb._W
+        self.wb, self.last = wb, None
+        self.engine = W.Dropdown(description="Engine", options=list(ENGINES), layout=W.Layout(width="auto"))
+        self.target = W.Text(placeholder="model folder, .gguf file or http://127.0.0.1:8000",
+                             layout=W.Layout(width="auto"))
+        self.max_new = W.BoundedIntText(value=DEFAULT_MAX_NEW, min=1, max=512, description="Max new")
+        self.generate, self.cancel = W.Button(description="Generate"), W.Button(description="Cancel", disabled=True)
+        self.out = W.HTML(run_html(None))
+        self.generate.on_click(lambda _b: self.run(None, None, wait=False))
+        self.cancel.on_click(lambda _b: wb.controller.cancel_generate())
+        self.widget = W.VBox([W.HBox([self.engine, self.target, self.max_new, self.generate, self.cancel]), self.out])
+
+    def run(self, engine: str | None, max_new: int | None, wait: bool) -> Any:
+        from ..errors import WorkbenchError
+        from .run_panel import engine_spec, run_html
+        try:
+            spec = engine if engine is not None else engine_spec(self.engine.value, self.target.value)
+        except WorkbenchError as exc:
+            self.out.value = run_html(self.last, error=str(exc))
+            return None
+
+        def show(result: Any, error: str) -> None:
+            self.generate.disabled, self.cancel.disabled = False, True
+            if result is None:
+                self.out.value = run_html(self.last, error=f"nothing appended: {error}")
+                return
+            self.last, appended = result
+            self.out.value = run_html(self.last, appended=appended)
+
+        def progress(text: str) -> None:
+            self.out.value = run_html(None, status=text)
+
+        self.generate.disabled, self.cancel.disabled = True, False
+        self.out.value = run_html(None, status=f"generating on {spec}…")
+        got = self.wb._request(lambda done: self.wb.controller.run_generate(
+            spec, int(max_new or self.max_new.value), done, progress), show, wait)
+        return got[0] if got else None
+
+
 class Workbench:
     """The whole workbench in a notebook cell: session, turn, template and tokenizer pickers, the
     message editor, tool-schema and variable editors, a custom template box, and the token view,
@@ -249,6 +293,7 @@ class Workbench:
         self.teach = StepThrough()
         self.diagnostics = W.HTML()
         compare_tab = self._compare_tab()
+        self.run_tab = _NotebookRun(self)
 
         self.session_select.observe(lambda c: c["new"] and self._open(c["new"]), "value")
         self._quiet = False
@@ -287,8 +332,8 @@ class Workbench:
                                W.VBox([self.semantic_run, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
                                        self.teach_body]),
-                               compare_tab, self.diagnostics])
-        names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Compare", "Diagnostics")
+                               compare_tab, self.run_tab.widget, self.diagnostics])
+        names = ("Tokens", "Cache", "Prefix diff", "KV", "Semantic", "Teach", "Compare", "Run", "Diagnostics")
         for i, t in enumerate(names):
             tabs.set_title(i, t)
         # The slower panels are computed for the open tab only (`wait()` computes them all).
@@ -359,6 +404,12 @@ class Workbench:
         self.kv_run.disabled = True
         self._show_kv("running the prefill: loading the model, then two forward passes…")
         return self._request(self.controller.run_prefill, show, wait)
+
+    def generate(self, engine: str = "tiny", max_new_tokens: int = 24, wait: bool = True) -> Any:
+        """Generate the next assistant reply on `engine` (tiny, gemma3-270m, a model folder or .gguf
+        file, or a server URL) and append it to the session, shown in the Run tab; with `wait`, here
+        and now, returning the RunOutcome (None on an error, which the tab shows)."""
+        return self.run_tab.run(engine, max_new_tokens, wait)
 
     def export(self, out: str | None = None, wait: bool = True) -> Any:
         """Write the production bundle for the current settings (this session's turns as goldens) and
