@@ -180,10 +180,10 @@ class WorkbenchState:
         if step is None:
             return None
         was_last = self.turn == self.doc.turn_count
-        if self.doc.is_log and step.turn != self.turn:
+        edit = self._edited(self.doc.replace_messages(step.turn, step.after if redo else step.before), was_last)
+        if self.doc.is_log:
             self.turn = step.turn            # a log's step belongs to its turn's request: show that turn
-        edit = self.doc.replace_messages(step.turn, step.after if redo else step.before)
-        return step, self._edited(edit, was_last)
+        return step, edit
 
     def set_json_field(self, name: str, text: str) -> None:
         """Tools or variables typed as JSON: checked here, errors name the box, line and column."""
