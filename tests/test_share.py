@@ -14,8 +14,16 @@ import pytest
 
 from workbench import Assembler
 from workbench.errors import ShareError
-from workbench.share import (MAX_JSON_BYTES, MAX_LINK_CHARS, SharedState, decode, encode, inflate, notebook_cell,
-                             safe_name)
+from workbench.share import (
+    MAX_JSON_BYTES,
+    MAX_LINK_CHARS,
+    SharedState,
+    decode,
+    encode,
+    inflate,
+    notebook_cell,
+    safe_name,
+)
 from workbench.templates import RenderLimits, from_source
 from workbench.ui.document import Autosave, SessionDocument
 from workbench.ui.sharing import apply_shared, open_text, share_text, shared_state

@@ -150,15 +150,24 @@ def test_the_cell_share_gives_rebuilds_the_same_ids_in_a_kernel(tmp_path: Path) 
     cell = notebook_cell(share_text(s))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(cell),
-                nbformat.v4.new_code_cell("import json\nr = wb.result\nprint(json.dumps({'ids': r.token_ids.tolist(), "
-                                          "'turn': wb.state.turn, 'template': wb.template_select.value, "
-                                          "'name': wb.state.doc.name, 'path': wb.state.doc.path}))")]
+                nbformat.v4.new_code_cell(
+                    "import json\nr = wb.result\nshared = wb.share()\ncounts = list(wb.editor.counts)\n"
+                    "wb.apply({'op': 'delete', 'index': 2})\nshorter = wb.result.total_tokens\nundid = wb.undo()\n"
+                    "print(json.dumps({'ids': r.token_ids.tolist(), 'turn': wb.state.turn, "
+                    "'template': wb.template_select.value, 'name': wb.state.doc.name, 'path': wb.state.doc.path, "
+                    "'same_cell': shared == " + repr(cell) + ", 'counts': counts, 'shorter': shorter, "
+                    "'undid': undid, 'after_undo': wb.result.token_ids.tolist()}))")]
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     out = "".join(o.get("text", "") for o in nb.cells[1].outputs if o.get("output_type") == "stream")
     import json
     got = json.loads(out)
     assert np.array_equal(np.asarray(got["ids"], dtype=np.uint32), ids)
     assert (got["turn"], got["template"], got["name"], got["path"]) == (30, "llama3.1", "support_chat.json", None)
+    assert got["same_cell"]                              # Workbench.share() gives the cell back
+    segs = s.assemble().segments
+    assert sum(c for c in got["counts"] if c) == sum(x.token_count for x in segs if x.kind in ("message", "system"))
+    assert got["shorter"] != len(ids) and got["undid"] == "deleted message 2"
+    assert np.array_equal(np.asarray(got["after_undo"], dtype=np.uint32), ids)    # undo in the notebook too
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in nb.cells[0].outputs)
 
 
