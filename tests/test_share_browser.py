@@ -244,3 +244,55 @@ def test_delete_then_undo_brings_the_message_back(pages) -> None:  # type: ignor
     box.type("xyz")
     box.press("Control+z")
     expect(rows(page)).to_have_count(220)
+
+
+# ------------------------------------------------------------------------------ in JupyterLab
+def test_counts_and_undo_in_the_notebook_widget_in_jupyterlab(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same ES module in a real JupyterLab, through the kernel: the per-message counts arrive,
+    a delete shows its notice, and Undo (the notice's, then Ctrl+Z) brings the message back."""
+    from browser import ROOT
+    from lab_server import LabServer, run_all_cells
+
+    lab = LabServer()
+    try:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell("from workbench.ui.notebook import Workbench\n"
+                                              "wb = Workbench('sample_sessions/support_chat.json')\nwb")]
+        nbformat.write(nb, lab.root / "undo.ipynb")
+        (lab.root / "sample_sessions").mkdir(exist_ok=True)
+        name = "sample_sessions/support_chat.json"
+        shutil.copyfile(ROOT / name, lab.root / name)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(UPDATE_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            notebook = run_all_cells(page, lab, "undo.ipynb", page_ms=30_000, kernel_ms=30_000, step_ms=UPDATE_MS)
+            editor = notebook.locator(".wb-message-editor")
+            header = notebook.locator(".wb-token-view .wb-header")
+            expect(header).to_contain_text(" tokens", timeout=30_000)
+            total = re.search(r"(\d+) tokens", header.inner_text())
+            assert total
+            rows_ = editor.locator(".wb-me-row")
+            expect(rows_).to_have_count(220)
+            expect(rows_.last.locator(".wb-me-count")).to_have_text(re.compile(r"^\d+ tok$"), timeout=SUMMARY_MS)
+            rows_.nth(3).locator("button[title='delete this message']").click()
+            expect(rows_).to_have_count(219)
+            expect(editor.locator(".wb-me-notice")).to_contain_text("deleted message 3")
+            editor.locator(".wb-me-notice").get_by_role("button", name="Undo").click()
+            expect(rows_).to_have_count(220)
+            expect(header).to_contain_text(f" {total.group(1)} tokens", timeout=UPDATE_MS)
+            rows_.nth(5).locator("button[title='delete this message']").click()
+            expect(rows_).to_have_count(219)
+            rows_.nth(2).locator(".wb-me-preview").click()
+            page.keyboard.press("Control+z")
+            expect(rows_).to_have_count(220)
+            expect(header).to_contain_text(f" {total.group(1)} tokens", timeout=UPDATE_MS)
+        finally:
+            context.close()
+        assert not errors, f"errors in the page: {errors}"
+    finally:
+        code = lab.stop()
+    assert code == 0, lab.log()
