@@ -80,8 +80,10 @@ def token_total(page) -> int:  # type: ignore[no-untyped-def]
 
 
 def segment_texts(page) -> list[str]:  # type: ignore[no-untyped-def]
-    """Each segment's text as drawn (its token spans, or its text until they are drawn)."""
-    return page.locator(".wb-seg").evaluate_all("(els) => els.map((e) => e.lastChild.textContent)")
+    """Each segment's label less its source (kind, role, seq, tokens, offsets): the same whether its
+    token spans are drawn yet or not (a token inside a character shows as its bytes once drawn)."""
+    return page.locator(".wb-seg .wb-seg-label").evaluate_all(
+        "(els) => els.map((e) => e.textContent.replace(/ · (fresh|local|redis)$/, ''))")
 
 
 def rows(page):  # type: ignore[no-untyped-def]
@@ -112,7 +114,7 @@ def test_share_gives_a_link_that_opens_the_same_prompt(pages, server: AppServer)
     other = pages(url)                                   # a new page (its own app state) on the link
     expect(other.locator(".wb-token-view .wb-header")).to_contain_text("llama3.1", timeout=UPDATE_MS)
     assert without_reuse(header_line(other)) == shown     # template, tokenizer, tokens, budget, cache key
-    assert segment_texts(other) == texts                  # the same segments, the same text
+    assert segment_texts(other) == texts and len(texts) == 222   # the same segments, the same token offsets
     expect(other.get_by_label("Template", exact=True)).to_have_value("llama3.1")
     expect(other.locator(".wb-share-status")).not_to_contain_text("could not be opened")
     other.get_by_role("button", name="Share").click()             # and it shares the same state again
