@@ -210,3 +210,20 @@ def test_shared_state_keeps_the_last_turn_open_ended() -> None:
     again = WorkbenchState(autosave=None, restore=False)
     apply_shared(again, shared_state(s))
     assert again.turn == 3
+
+
+def test_a_hostile_custom_template_in_a_link_is_stopped_by_the_sandbox(tmp_path: Path) -> None:
+    """A link's custom template renders where a typed one does (the isolated worker, the sandbox):
+    reaching for Python internals is refused inline, and the page keeps running."""
+    from workbench.ui.app import WorkbenchApp
+    from workbench.ui.files import AppFiles
+
+    files = AppFiles.create(str(tmp_path / "sessions"), str(tmp_path / "exports"))
+    evil = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
+    text = encode(SharedState(session=good()["session"], custom_template=evil))
+    app = WorkbenchApp(autosave=Autosave(tmp_path / "home"), files=files, share=text)
+    assert app.state.custom_source == evil and app.custom.value == evil
+    assert app.alert.visible and "template" in app.alert.object.lower()
+    assert app.state.result is None                      # nothing rendered from it
+    app.custom.value = ""                                # the page goes on: clear it and the prompt shows
+    assert not app.alert.visible and app.state.result is not None
