@@ -134,7 +134,9 @@ function render({ model, el }) {
     root.wbChannel = openChannel(model, info, (text) => { channelError.textContent = `channel: ${text}`; channelError.hidden = false; });
   }
   const open = new Set(); // indices whose editors are shown; the last message starts open
-  const undo = (redo = false) => { notice.hidden = true; sendOp(model, { op: redo ? "redo" : "undo" }); };
+  // Any other step makes the notice's Undo mean something else: it goes away.
+  const send = (op) => { notice.hidden = true; sendOp(model, op); };
+  const undo = (redo = false) => send({ op: redo ? "redo" : "undo" });
   const say = (text) => {
     notice.textContent = `${text} · `;
     const link = document.createElement("button");
@@ -175,7 +177,7 @@ function render({ model, el }) {
     foot.appendChild(button("+ add", "append a message at the end", () => {
       const n = (model.get("messages") || []).length;
       open.add(n);
-      sendOp(model, { op: "insert", index: n, role: sel.value });
+      send({ op: "insert", index: n, role: sel.value });
     }));
   };
 
@@ -196,8 +198,7 @@ function render({ model, el }) {
       else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
       performance.mark(`wb-input-${i}`);
       channelError.hidden = true;
-      notice.hidden = true;
-      sendOp(model, { op: "set", index: i, field: name, value: box.value, json });
+      send({ op: "set", index: i, field: name, value: box.value, json });
     });
     wrap.appendChild(box);
     return wrap;
@@ -214,7 +215,7 @@ function render({ model, el }) {
     for (const r of ROLES) { const o = document.createElement("option"); o.value = r; o.textContent = r; role.appendChild(o); }
     role.value = ROLES.includes(m.role) ? m.role : "user";
     role.onclick = (e) => e.stopPropagation();
-    role.onchange = () => sendOp(model, { op: "set", index: i, field: "role", value: role.value });
+    role.onchange = () => send({ op: "set", index: i, field: "role", value: role.value });
     const text = document.createElement("span");
     text.className = "wb-me-preview";
     text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m);
@@ -224,11 +225,11 @@ function render({ model, el }) {
     count.title = "tokens of this message in the prompt shown";
     count.textContent = countText((model.get("counts") || [])[i]);
     head.append(role, text, count,
-      button("↑", "move up", () => i > 0 && sendOp(model, { op: "move", index: i, to: i - 1 })),
+      button("↑", "move up", () => i > 0 && send({ op: "move", index: i, to: i - 1 })),
       button("↓", "move down", () => i + 1 < (model.get("messages") || []).length &&
-        sendOp(model, { op: "move", index: i, to: i + 1 })),
-      button("+", "insert a user message below", () => { open.add(i + 1); sendOp(model, { op: "insert", index: i + 1, role: "user" }); }),
-      button("✕", "delete this message", () => { sendOp(model, { op: "delete", index: i }); say(`deleted message ${i}`); }));
+        send({ op: "move", index: i, to: i + 1 })),
+      button("+", "insert a user message below", () => { open.add(i + 1); send({ op: "insert", index: i + 1, role: "user" }); }),
+      button("✕", "delete this message", () => { send({ op: "delete", index: i }); say(`deleted message ${i}`); }));
     head.onclick = () => { open.has(i) ? open.delete(i) : open.add(i); draw(); };
     div.appendChild(head);
     if (open.has(i)) {
