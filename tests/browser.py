@@ -107,16 +107,17 @@ class AppServer:
 
 
 def open_page(browser, url: str, errors: list[str], *, step_ms: int, first_ms: int,  # type: ignore[no-untyped-def]
-              prepare=None):
+              prepare=None, local: str | None = None):
     """A page of the app at `url` once its token view shows; the page's errors, and any request
-    that leaves the local server (offline by design: no CDN), collected in `errors`. `prepare(page)`
-    runs before it loads (to watch or route its websockets)."""
+    that leaves the local server (offline by design: no CDN; `local`, the server's address, when
+    `url` has a query), collected in `errors`. `prepare(page)` runs before it loads (to watch or
+    route its websockets)."""
     from playwright.sync_api import expect
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(step_ms)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: None if r.url.startswith((url, "data:", "blob:", "about:"))
+    page.on("request", lambda r: None if r.url.startswith((local or url, "data:", "blob:", "about:"))
             else errors.append(f"non-local request {r.url}"))
     if prepare is not None:
         prepare(page)

@@ -7,13 +7,17 @@
 // Operations travel by model.send where the host has it (anywidget); in `workbench app`, over the
 // page's keystroke channel (a websocket of its own, see openChannel) once it is open; else through
 // the synced `ops` list (Panel's adapter): see sendOp.
+// `counts` (synced from Python, after the summary) is each message's tokens in the prompt shown; a
+// row shows its own, updated in place. Undo: {op: "undo"} and {op: "redo"} go the same way; Ctrl+Z
+// (Ctrl+Shift+Z, Ctrl+Y) in the editor outside a text box sends them (inside one, the box's own
+// undo runs), and a delete shows a "deleted message 3 · Undo" notice.
 
 const ROLES = ["system", "user", "assistant", "tool", "developer"];
 const PREVIEW = 90;
 
 const queues = new WeakMap(); // model -> {n, ops}: the operations the Panel host may not have read yet
 const channels = new WeakMap(); // model -> the open keystroke channel (openChannel)
-const STRUCTURAL = new Set(["insert", "delete", "move"]);
+const STRUCTURAL = new Set(["insert", "delete", "move", "undo", "redo"]);
 const SPLICED = new Set(["content", "tool_call_id", "name"]); // text fields a splice may carry
 
 function splice(old, now) {
@@ -118,7 +122,11 @@ function render({ model, el }) {
   const channelError = document.createElement("div"); // a frame the keystroke channel refused
   channelError.className = "wb-me-error wb-me-channel-error";
   channelError.hidden = true;
-  root.append(channelError, list, foot);
+  const notice = document.createElement("div"); // "deleted message 3 · Undo"
+  notice.className = "wb-me-notice";
+  notice.hidden = true;
+  root.tabIndex = -1; // focusable: Ctrl+Z reaches it after a click on a row
+  root.append(channelError, notice, list, foot);
   el.appendChild(root);
   const info = model.get("channel") || {};
   if (info.token && info.path && typeof WebSocket === "function" && typeof model.send !== "function") {
@@ -126,6 +134,37 @@ function render({ model, el }) {
     root.wbChannel = openChannel(model, info, (text) => { channelError.textContent = `channel: ${text}`; channelError.hidden = false; });
   }
   const open = new Set(); // indices whose editors are shown; the last message starts open
+  // Any other step makes the notice's Undo mean something else: it goes away.
+  const send = (op) => { notice.hidden = true; sendOp(model, op); };
+  const undo = (redo = false) => send({ op: redo ? "redo" : "undo" });
+  const say = (text) => {
+    notice.textContent = `${text} · `;
+    const link = document.createElement("button");
+    link.className = "wb-me-undo";
+    link.textContent = "Undo";
+    link.onclick = (e) => { e.stopPropagation(); undo(); };
+    notice.appendChild(link);
+    notice.hidden = false;
+  };
+  root.addEventListener("keydown", (e) => {
+    if (!(e.ctrlKey || e.metaKey) || e.altKey) return;
+    const key = e.key.toLowerCase();
+    if (key !== "z" && key !== "y") return;
+    const t = e.target;
+    // A text box keeps its own undo (the browser's, for what was typed in it).
+    if (t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type !== "checkbox") || t.isContentEditable)) return;
+    e.preventDefault();
+    e.stopPropagation(); // not the notebook's own Ctrl+Z (its cells)
+    undo(key === "y" || e.shiftKey);
+  });
+  const countText = (c) => (c === null || c === undefined ? "" : `${c} tok`);
+  const showCounts = () => {
+    const counts = model.get("counts") || [];
+    for (const span of list.querySelectorAll(".wb-me-count")) {
+      const text = countText(counts[Number(span.dataset.index)]);
+      if (span.textContent !== text) span.textContent = text;
+    }
+  };
   let lastCount = -1;
 
   const addBar = () => {
@@ -138,7 +177,7 @@ function render({ model, el }) {
     foot.appendChild(button("+ add", "append a message at the end", () => {
       const n = (model.get("messages") || []).length;
       open.add(n);
-      sendOp(model, { op: "insert", index: n, role: sel.value });
+      send({ op: "insert", index: n, role: sel.value });
     }));
   };
 
@@ -159,7 +198,7 @@ function render({ model, el }) {
       else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
       performance.mark(`wb-input-${i}`);
       channelError.hidden = true;
-      sendOp(model, { op: "set", index: i, field: name, value: box.value, json });
+      send({ op: "set", index: i, field: name, value: box.value, json });
     });
     wrap.appendChild(box);
     return wrap;
@@ -176,16 +215,21 @@ function render({ model, el }) {
     for (const r of ROLES) { const o = document.createElement("option"); o.value = r; o.textContent = r; role.appendChild(o); }
     role.value = ROLES.includes(m.role) ? m.role : "user";
     role.onclick = (e) => e.stopPropagation();
-    role.onchange = () => sendOp(model, { op: "set", index: i, field: "role", value: role.value });
+    role.onchange = () => send({ op: "set", index: i, field: "role", value: role.value });
     const text = document.createElement("span");
     text.className = "wb-me-preview";
     text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m);
-    head.append(role, text,
-      button("↑", "move up", () => i > 0 && sendOp(model, { op: "move", index: i, to: i - 1 })),
+    const count = document.createElement("span");
+    count.className = "wb-me-count";
+    count.dataset.index = String(i);
+    count.title = "tokens of this message in the prompt shown";
+    count.textContent = countText((model.get("counts") || [])[i]);
+    head.append(role, text, count,
+      button("↑", "move up", () => i > 0 && send({ op: "move", index: i, to: i - 1 })),
       button("↓", "move down", () => i + 1 < (model.get("messages") || []).length &&
-        sendOp(model, { op: "move", index: i, to: i + 1 })),
-      button("+", "insert a user message below", () => { open.add(i + 1); sendOp(model, { op: "insert", index: i + 1, role: "user" }); }),
-      button("✕", "delete this message", () => sendOp(model, { op: "delete", index: i })));
+        send({ op: "move", index: i, to: i + 1 })),
+      button("+", "insert a user message below", () => { open.add(i + 1); send({ op: "insert", index: i + 1, role: "user" }); }),
+      button("✕", "delete this message", () => { send({ op: "delete", index: i }); say(`deleted message ${i}`); }));
     head.onclick = () => { open.has(i) ? open.delete(i) : open.add(i); draw(); };
     div.appendChild(head);
     if (open.has(i)) {
@@ -240,6 +284,7 @@ function render({ model, el }) {
   });
   model.on("change:turn_cut", draw);
   model.on("change:error", draw);
+  model.on("change:counts", showCounts);
   addBar();
   draw();
   if (typeof model.send === "function") model.send({ type: "sync" });

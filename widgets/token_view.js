@@ -13,6 +13,9 @@
 // own, one binary frame per patch: see openChannel), once it is open. Patches from the app carry
 // their `version` and the `base` they apply to (null: a whole view); one that does not apply to what
 // we hold (it came the other way, or late) is not applied: the view asks for the whole state.
+// The view follows the edit: after a patch that changes part of the prompt (a keystroke, a delete),
+// the first message segment it changed is scrolled into the view's own box when it is not in sight
+// (the page itself does not scroll, so the box being typed in stays where it is).
 
 const CHANNEL_WAIT_MS = 3000; // a channel not ready by then: the first view comes through the model
 const LAZY_TOKENS = 2000; // a patch with more tokens (a whole view) draws a segment's tokens when it scrolls near
@@ -209,6 +212,22 @@ function render({ model, el }) {
     else { model.set("sync", (model.get("sync") || 0) + 1); model.save_changes(); }
   };
 
+  const follow = (node, again = 2) => {
+    // Scroll the box (not the page) so `node` is in sight below the sticky header. Off-screen
+    // segments have an estimated height until drawn, so the position is checked again once the
+    // segments near it have been laid out.
+    if (!node.isConnected || !root.clientHeight) return;
+    const box = root.getBoundingClientRect(), r = node.getBoundingClientRect();
+    const top = box.top + head.offsetHeight;
+    if (r.top < top || r.bottom > box.bottom) {
+      const room = box.bottom - top;
+      // A segment taller than the box shows its end (where typing usually is); else it is centred.
+      const delta = r.height > room ? r.bottom - box.bottom + 8 : r.top - top - (room - r.height) / 2;
+      root.scrollTop += delta;
+    }
+    if (again > 0) requestAnimationFrame(() => follow(node, again - 1));
+  };
+
   const apply = (msg, buffers) => {
     if (!msg || msg.type !== "patch") return;
     performance.mark("wb-received");
@@ -278,6 +297,9 @@ function render({ model, el }) {
       before = node;
     }
     segs = next;
+    const whole = msg.keep === 0 && !msg.runs && !msg.segments.some((s) => s.from !== undefined);
+    const edited = whole ? null : fresh.find((s) => s.seg.seq !== null && s.seg.seq !== undefined);
+    if (edited) follow(edited.node);
     if (msg.base === null || msg.base === undefined) resyncing = false;
     const v = msg.version ?? model.get("version");
     performance.mark(`wb-patched-${v}`);

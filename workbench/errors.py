@@ -236,6 +236,12 @@ class OverwriteNeeded(FileAccessError):
         super().__init__(message, hint=hint)
 
 
+class ShareError(WorkbenchError):
+    """A shared state (a link's `?state=`, a notebook cell's string) that cannot be opened: too long,
+    not base64url, damaged, inflating past its cap, not strict JSON, or naming an unknown template,
+    tokenizer or turn. The page shows it inline and opens the default session."""
+
+
 class CacheError(WorkbenchError):
     """The prompt cache was handed something it cannot hold (an entry, a key, a size, a tier)."""
 

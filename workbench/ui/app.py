@@ -39,7 +39,7 @@ from .._optional import require
 from ..assembly.result import AssemblyResult
 from ..assets import widget_file
 from ..engine.kv import KV_CONFIGS
-from ..errors import ChannelError, WorkbenchError
+from ..errors import ChannelError, ShareError, WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
@@ -56,6 +56,7 @@ from .html import CSS, cache_html, diagnostics_html, export_html, header_html, p
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
 from .semantic_panel import semantic_html
+from .sharing import base_url, link, notebook_cell, open_text, share_text
 from .state import AUTO, NEEDS, Panels, WorkbenchState
 from .teaching import StepThrough
 from .viewmodel import Patch, PatchFeed, page_header
@@ -134,6 +135,7 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     format = param.String(default="openai")
     error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
     ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
+    counts = param.List(default=[], doc="each message's tokens in the prompt shown (None: not in it)")
     channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
 
     def __init__(self, on_ops: Callable[[list[dict], float | None], None], **params: Any):
@@ -318,10 +320,17 @@ class WorkbenchApp:
     """Widgets over one WorkbenchState and Controller. `layout` is the Panel object."""
 
     def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None,
-                 files: AppFiles | None = None):
+                 files: AppFiles | None = None, share: str | None = None, host_header: str | None = None):
         pn.extension("plotly")
         self.files = files if files is not None else AppFiles.create(given=session_path)
         self.state = WorkbenchState(session_path, autosave=autosave if autosave is not None else Autosave())
+        self._base_url = base_url(host_header)
+        share_error = ""
+        if share is not None:     # the page was opened from a shared link (?state=): its content, never a path
+            try:
+                open_text(self.state, share)
+            except ShareError as exc:
+                share_error = f"this link could not be opened: {exc} — showing the default session instead"
         self.host = PanelHost(self)
         self.controller = Controller(self.state, self.host, background=self.host.doc is not None, files=self.files)
         s = self.state
@@ -349,13 +358,14 @@ class WorkbenchApp:
         self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template,
                                               width=150)
         self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
-                                                  value=AUTO, width=150)
+                                                  value=s.tokenizer, width=150)
         self.budget_controls = PanelBudgetControls(self.controller, LABEL)
         self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
                                         **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
             **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
-            placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width")
+            placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width",
+            value=s.custom_source)
         self.tools = pn.widgets.TextAreaInput(**{LABEL: "Tool schemas (JSON list)"}, height=220, max_length=MAX_TEXT,
                                               value=s.field_text("tools"), sizing_mode="stretch_width",
                                               placeholder='[{"type": "function", "function": {...}}]')
@@ -415,11 +425,14 @@ class WorkbenchApp:
         self.variables.param.watch(lambda *e: self._on_json("variables", e[-1].new, self.variables_alert),
                                    ["value_input", "value"])
 
-        files = pn.Row(self.save_button, self.revert_button, self.overwrite_button, sizing_mode="stretch_width")
+        self._build_share(share_error)
+        files = pn.Row(self.save_button, self.revert_button, self.overwrite_button, self.undo_button, self.redo_button,
+                       self.share_button, sizing_mode="stretch_width")
         extra = pn.Tabs(("Custom template", self.custom), ("Tools", pn.Column(self.tools_alert, self.tools)),
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
+                             self.share_box,
                              pn.Row(self.export_path, self.export_button, self.replace_button,
                                     sizing_mode="stretch_width"),
                              self.export_status,
@@ -451,6 +464,55 @@ class WorkbenchApp:
 
     def _turns(self) -> list[int]:
         return list(range(1, self.state.doc.turn_count + 1))
+
+    def _build_share(self, error: str) -> None:
+        """Undo and Redo (the editor's steps), and Share: the link and the notebook cell, shown on click."""
+        self.undo_button = pn.widgets.Button(**{LABEL: "↶ Undo"}, width=80, css_classes=["wb-undo"])
+        self.redo_button = pn.widgets.Button(**{LABEL: "↷ Redo"}, width=80, css_classes=["wb-redo"])
+        self.share_button = pn.widgets.Button(**{LABEL: "Share"}, width=80, css_classes=["wb-share"])
+        self.share_link = pn.widgets.TextInput(**{LABEL: "Link (this app opens it)"}, sizing_mode="stretch_width",
+                                               css_classes=["wb-share-link"])
+        self.share_copy = pn.widgets.Button(**{LABEL: "Copy"}, width=70, align="end", css_classes=["wb-share-copy"])
+        # Copied in the page: the link can be long, and the clipboard is the browser's.
+        self.share_copy.js_on_click(args={"box": self.share_link},
+                                    code="navigator.clipboard && navigator.clipboard.writeText(box.value)")
+        self.share_cell = pn.widgets.TextAreaInput(**{LABEL: "Notebook cell (rebuilds this state)"}, height=90,
+                                                   max_length=MAX_TEXT, sizing_mode="stretch_width",
+                                                   css_classes=["wb-share-cell"])
+        self.share_status = pn.pane.HTML(self._share_note(error), sizing_mode="stretch_width", stylesheets=[CSS],
+                                         css_classes=["wb-share-status"])
+        self.share_fields = pn.Column(pn.Row(self.share_link, self.share_copy, sizing_mode="stretch_width"),
+                                      self.share_cell, visible=False, sizing_mode="stretch_width")
+        self.share_box = pn.Column(self.share_status, self.share_fields, sizing_mode="stretch_width")
+        self.undo_button.on_click(lambda _e: self._undo())
+        self.redo_button.on_click(lambda _e: self._undo(redo=True))
+        self.share_button.on_click(lambda _e: self._share())
+
+    @staticmethod
+    def _share_note(error: str) -> str:
+        return f'<div class="wb-share-error wb-diag-error">{html.escape(error)}</div>' if error else ""
+
+    def _share(self) -> None:
+        from ..share import MAX_CELL_CHARS
+        try:
+            cell = notebook_cell(share_text(self.state, max_chars=MAX_CELL_CHARS))
+        except ShareError as exc:
+            self.share_fields.visible = False
+            self.share_status.object = self._share_note(f"not shared: {exc}")
+            return
+        try:
+            text, note = share_text(self.state), ""
+        except ShareError as exc:       # too long for a link: the cell still carries it
+            text, note = "", f"no link: {exc}"
+        self.share_link.value = link(self._base_url, text) if text else ""
+        self.share_cell.param.update(value=cell, value_input=cell)
+        self.share_fields.visible = True
+        self.share_status.object = self._share_note(note)
+
+    def _undo(self, redo: bool = False) -> None:
+        did = self.controller.undo(redo=redo)
+        self._file_status(f"{'redid' if redo else 'undid'}: {did}" if did else
+                          f"nothing to {'redo' if redo else 'undo'}")
 
     def _file_status(self, note: str = "", error: str = "") -> None:
         s = self.state
@@ -558,6 +620,7 @@ class WorkbenchApp:
         self.budget.object = budget_figure(result, self.state.overflow)
         self.budget_controls.show()
         self.diagnostics.object = diagnostics_html(result)
+        self.editor.counts = self.controller.token_counts()
         if self.state.doc.dirty and self.state.restored_at is None:
             self._file_status()
 
@@ -691,8 +754,22 @@ class WorkbenchApp:
 
 
 def build_app(session_path: str | None = None, files: AppFiles | None = None) -> Any:
-    """The app's Panel object (one per browser session: each has its own state)."""
-    return WorkbenchApp(session_path, files=files).layout
+    """The app's Panel object (one per browser session: each has its own state). A page opened
+    with `?state=` (a shared link) starts on that state."""
+    share, host = _request_share()
+    return WorkbenchApp(session_path, files=files, share=share, host_header=host).layout
+
+
+def _request_share() -> tuple[str | None, str | None]:
+    """The page request's `state` argument (a shared link) and Host header, where a server built it."""
+    ctx = pn.state.curdoc.session_context if pn.state.curdoc is not None else None
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return None, None
+    values = (getattr(request, "arguments", None) or {}).get("state") or []
+    share = values[0].decode("latin-1") if values and isinstance(values[0], bytes) else None
+    host = (getattr(request, "headers", None) or {}).get("Host")
+    return share, host if isinstance(host, str) else None
 
 
 def free_port(host: str) -> int:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from ..assembly.result import AssemblyResult
 from ..errors import BudgetSettingError, Cancelled, EditError, WorkbenchError
+from ..segments import originals
 from .document import SessionDocument
 from .files import AppFiles
 from .state import PARTS, Panels, WorkbenchState
@@ -106,6 +107,11 @@ class Controller:
         self._shown.clear()
         applied = structural = False
         for op in ops:
+            if op.get("op") in ("undo", "redo"):    # the editor's Undo (Ctrl+Z, its notice): a step back
+                done = self.state.undo(redo=op["op"] == "redo")
+                if done is not None:
+                    applied, structural = True, True   # the editor gets the list back as it is now
+                continue
             try:
                 edit = self.state.apply(op)
             except WorkbenchError as exc:
@@ -120,6 +126,16 @@ class Controller:
             self.edited()
         elif not self._refresh_pending:
             self._shown.set()
+
+    def undo(self, redo: bool = False) -> str:
+        """The Undo (Redo) button: take back the last editor step, or do it again. Returns what it
+        did ("deleted message 3"), '' when there was nothing to do."""
+        done = self.state.undo(redo=redo)
+        if done is None:
+            return ""
+        self.host.show_editor(True)
+        self.edited()
+        return done[0].label
 
     def set_json(self, name: str, text: str) -> str:
         """Tools or variables as JSON text; returns the error to show inline ('' when it applied)."""
@@ -463,4 +479,28 @@ class Controller:
         s = self.state
         msgs = list(s.doc.messages(s.turn))
         req = s.doc.request(s.turn).get("messages")
-        return {"messages": msgs, "turn_cut": len(req) if isinstance(req, list) else len(msgs), "format": s.doc.format}
+        return {"messages": msgs, "turn_cut": len(req) if isinstance(req, list) else len(msgs), "format": s.doc.format,
+                "counts": self.token_counts()}
+
+    def token_counts(self) -> list[int | None]:
+        """Each message's tokens in the prompt shown (the editor's per-message counts), by the
+        message's place in the request: None for one the prompt does not hold (after the turn,
+        dropped by truncation)."""
+        s = self.state
+        # An Anthropic request's `system` field is message 0 of the conversation: the list's first
+        # message is then seq 1.
+        offset = 1 if s.doc.format == "anthropic" and s.doc.request(s.turn).get("system") else 0
+        return message_counts(s.result, len(s.doc.messages(s.turn)), offset)
+
+
+def message_counts(result: AssemblyResult | None, n: int, offset: int = 0) -> list[int | None]:
+    """Tokens per message of a result, from its segments (a message may render as more than one);
+    message i is the request's seq i + offset."""
+    counts: list[int | None] = [None] * n
+    if result is None:
+        return counts
+    for seg in originals(result.segments):   # the segment objects, not per-call copies
+        i = seg.seq - offset if seg.seq is not None else -1
+        if seg.kind in ("message", "system") and 0 <= i < n:
+            counts[i] = (counts[i] or 0) + seg.token_count
+    return counts

@@ -349,6 +349,23 @@ class SessionDocument:
             return Edit(turn, edit)
         return Edit(self.turn_of(first) if first < len(msgs) else self.turn_count, edit)
 
+    def replace_messages(self, turn: int, msgs: list) -> Edit:
+        """Put back a messages list this document held before (undo, redo: history.py). The list is
+        the very object it held (copy-on-write), so the messages are what they were."""
+        target = self._target(turn)
+        old = self.messages(turn)
+        first = next((i for i, (a, b) in enumerate(zip(old, msgs)) if a is not b), min(len(old), len(msgs)))
+        structural = len(old) != len(msgs) or any(
+            (a.get("role") if isinstance(a, dict) else None) != (b.get("role") if isinstance(b, dict) else None)
+            for a, b in zip(old[first:], msgs[first:]))
+        target["messages"] = msgs
+        self.dirty = True
+        if structural:
+            self._cuts = None
+        if self.is_log:
+            return Edit(turn, structural)
+        return Edit(self.turn_of(first) if first < len(msgs) else self.turn_count, structural)
+
     def _set(self, msgs: list, i: int, name: Any, value: Any, as_json: bool) -> bool:
         where = f"messages[{i}].{name}"
         if not isinstance(msgs[i], dict):

@@ -71,6 +71,7 @@ class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     turn_cut = _traitlets.Int(0).tag(sync=True)
     format = _traitlets.Unicode("openai").tag(sync=True)
     error = _traitlets.Dict().tag(sync=True)
+    counts = _traitlets.List().tag(sync=True)          # each message's tokens in the prompt shown
 
     def __init__(self, on_op: Any = None, data: dict | None = None, **kw: Any):
         super().__init__(**(data or {}), **kw)
@@ -234,7 +235,8 @@ class Workbench:
     dict. Edits made in the page update the views live; the Python methods (`edit`, `choose`,
     `select_turn`) update them before they return, for scripted notebooks."""
 
-    def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None):
+    def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None,
+                 shared: Any = None):
         from ..templates import shipped_names
         from ..tokenizers import names as tokenizer_names
         from .controller import Controller
@@ -249,18 +251,22 @@ class Workbench:
         elif session is not None:
             session = str(session)
         self.state = WorkbenchState(session, autosave=autosave, template=template)
+        if shared is not None:      # a SharedState (from_share): its session, choices and turn
+            from .sharing import apply_shared
+            apply_shared(self.state, shared)
         self.controller = Controller(self.state, _NotebookHost(self), background=True)
         s = self.state
         self.session_select = W.Dropdown(description="Session", options=list(s.samples.items()),
                                          value=s.doc.path if s.doc.path in s.samples.values() else None)
         self.turn_select = W.Dropdown(description="Turn", options=self._turns(), value=s.turn)
         self.template_select = W.Dropdown(description="Template", options=shipped_names(), value=s.template)
-        self.tokenizer_select = W.Dropdown(description="Tokenizer", options=[AUTO, *tokenizer_names()], value=AUTO)
+        self.tokenizer_select = W.Dropdown(description="Tokenizer", options=[AUTO, *tokenizer_names()],
+                                             value=s.tokenizer)
         self.editor = MessageEditor(self.controller.op, self.controller.editor_data())
         from .budget_controls import NotebookBudgetControls
         self.budget_controls = NotebookBudgetControls(self.controller)
         box = dict(layout=W.Layout(width="100%", height="160px"))
-        self.custom = W.Textarea(placeholder="paste a Jinja chat template here", **box)
+        self.custom = W.Textarea(value=s.custom_source, placeholder="paste a Jinja chat template here", **box)
         self.tools = W.Textarea(value=s.field_text("tools"), **box)
         self.variables = W.Textarea(value=s.field_text("variables"), **box)
         self.tools_error, self.variables_error = W.HTML(), W.HTML()
@@ -344,13 +350,42 @@ class Workbench:
         tabs.observe(lambda c: self.comparer.set_open(names[c["new"] or 0] == "Compare"), "selected_index")
         self.tabs = tabs
         self.panels_status = W.HTML()
+        self.undo_button, self.redo_button = W.Button(description="↶ Undo"), W.Button(description="↷ Redo")
+        self.undo_button.on_click(lambda _b: self.undo())
+        self.redo_button.on_click(lambda _b: self.redo())
         left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
-                       self.budget_controls.layout, self.editor, extra], layout=W.Layout(width="40%"))
+                       self.budget_controls.layout, W.HBox([self.undo_button, self.redo_button]), self.editor, extra],
+                      layout=W.Layout(width="40%"))
         right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, self.panels_status,
                         tabs],
                        layout=W.Layout(width="60%"))
         self.widget = W.HBox([left, right])
         self.controller.request_panels()
+
+    @classmethod
+    def from_share(cls, text: str, **kw: Any) -> "Workbench":
+        """The workbench on a shared state (the app's Share button, `Workbench.share()`): the same
+        session, template or custom template, tokenizer and turn. The string is checked as the app
+        checks a link (workbench/share.py); a bad one raises ShareError."""
+        from ..share import MAX_CELL_CHARS, decode
+        return cls(shared=decode(text, max_chars=MAX_CELL_CHARS), **kw)
+
+    def share(self) -> str:
+        """A notebook cell that rebuilds this state (`Workbench.from_share`)."""
+        from ..share import MAX_CELL_CHARS
+        from .sharing import notebook_cell, share_text
+        return notebook_cell(share_text(self.state, max_chars=MAX_CELL_CHARS))
+
+    def undo(self, redo: bool = False) -> str:
+        """Take back the last editor step (a burst of typing in one message is one; with `redo`, do
+        again the last one taken back) and update the views; returns what it did ("deleted message
+        3"), '' when there was nothing to do."""
+        did: list[str] = []
+        self._sync(lambda: did.append(self.controller.undo(redo=redo)))
+        return did[0]
+
+    def redo(self) -> str:
+        return self.undo(redo=True)
 
     # display ----------------------------------------------------------------------------------------
     def _ipython_display_(self) -> None:
@@ -589,6 +624,7 @@ class Workbench:
             _replace_figure(self.budget, budget_figure(result, self.state.overflow))
         self.budget_controls.show()
         self.diagnostics.value = diagnostics_html(result)
+        self.editor.counts = self.controller.token_counts()
 
     def _show_error(self, message: str) -> None:
         shown = message if self.state.result is None else \

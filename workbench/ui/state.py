@@ -50,6 +50,7 @@ from .budget_view import (
 )
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
+from .history import History, Step
 
 DEFAULT_SESSION = "support_chat.json"
 # The slower views' parts, cheapest first, and what each tab needs of them (both hosts' tab names):
@@ -129,6 +130,7 @@ class WorkbenchState:
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         self._semantic: Any = None                    # the semantic-cache panel's cache
         self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
+        self.history = History()                      # undo and redo of the editor's operations
         if isinstance(session, SessionDocument):
             self.open(session)
         else:
@@ -157,6 +159,7 @@ class WorkbenchState:
 
     def open(self, doc: SessionDocument) -> None:
         self.doc = doc
+        self.history.clear()    # another document: its edits are not this one's to undo
         self._session = None    # another conversation: nothing to extend
         self.turn = doc.turn_count
         self._drop_all()
@@ -180,11 +183,28 @@ class WorkbenchState:
         was_last = self.turn == self.doc.turn_count
         if op.get("op") == "insert" and "message" not in op:   # the editor names only the role
             op = {**op, "message": new_message(str(op.get("role") or "user"), self.doc.format)}
+        turn, before = self.turn, self.doc.messages(self.turn)
         edit = self.doc.apply(op, self.turn)
+        self.history.record(op, turn, before, self.doc.messages(turn))
+        return self._edited(edit, was_last)
+
+    def _edited(self, edit: Edit, was_last: bool) -> Edit:
         self._changed(edit.first_turn, edit.structural)
         if edit.structural and (was_last or self.turn > self.doc.turn_count):
             self.turn = self.doc.turn_count   # stay on the last turn as messages come and go
         return edit
+
+    def undo(self, redo: bool = False) -> tuple[Step, Edit] | None:
+        """Take back the last editor step (with `redo`, do again the last one taken back): its
+        messages list as it was, exactly. None when there is nothing to undo (redo)."""
+        step = self.history.redo() if redo else self.history.undo()
+        if step is None:
+            return None
+        was_last = self.turn == self.doc.turn_count
+        edit = self._edited(self.doc.replace_messages(step.turn, step.after if redo else step.before), was_last)
+        if self.doc.is_log:
+            self.turn = step.turn            # a log's step belongs to its turn's request: show that turn
+        return step, edit
 
     def set_json_field(self, name: str, text: str) -> None:
         """Tools or variables typed as JSON: checked here, errors name the box, line and column."""

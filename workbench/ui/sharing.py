@@ -1,0 +1,58 @@
+"""The workbench's state as a shared string, and back (no UI library here; the codec and its limits
+are in `workbench/share.py`).
+
+`shared_state(state)` is what a link or a notebook cell carries: the session's JSON object as it is
+being edited (its tools, variables and context window with it), its name as a label, the template
+or custom template, the tokenizer and the selected turn. `apply_shared(state, shared)` puts a
+decoded one into a `WorkbenchState`: a new document with no path (the link carries content, never a
+file to read), the choices, the turn. A custom template from a link renders where a typed one does:
+in the isolated worker process (`WorkbenchState.assembler`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from ..share import MAX_LINK_CHARS, SharedState, decode, encode, link, notebook_cell, safe_name
+from .document import SessionDocument
+from .state import WorkbenchState
+
+_HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def shared_state(state: WorkbenchState) -> SharedState:
+    return SharedState(session=state.doc.data, name=state.doc.name, template=state.template,
+                       tokenizer=state.tokenizer, custom_template=state.custom_source,
+                       turn=state.turn if state.turn != state.doc.turn_count else None)
+
+
+def share_text(state: WorkbenchState, *, max_chars: int = MAX_LINK_CHARS) -> str:
+    """The state as a URL-safe string (ShareError when it does not fit in `max_chars`)."""
+    return encode(shared_state(state), max_chars=max_chars)
+
+
+def apply_shared(state: WorkbenchState, shared: SharedState) -> None:
+    """Show the shared state: its session (a new document, no path), choices and turn."""
+    # A copy: the state edits its document in place (its top-level keys), the caller keeps its own.
+    doc = SessionDocument(copy.deepcopy(shared.session), None, safe_name(shared.name))
+    state.restored_at = None
+    state.open(doc)
+    state.choose(template=shared.template, tokenizer=shared.tokenizer, custom_source=shared.custom_template)
+    if shared.turn is not None:
+        state.select_turn(shared.turn)
+
+
+def open_text(state: WorkbenchState, text: str, *, max_chars: int = MAX_LINK_CHARS) -> None:
+    """Decode `text` and show it; a ShareError changes nothing."""
+    apply_shared(state, decode(text, max_chars=max_chars))
+
+
+def base_url(host_header: object) -> str:
+    """The app's address as the browser reached it (the request's Host header), for the link it
+    shows; anything that is not a plain host[:port] falls back to the loopback address."""
+    host = host_header if isinstance(host_header, str) and _HOST.fullmatch(host_header) else "127.0.0.1"
+    return f"http://{host}"
+
+
+__all__ = ["apply_shared", "base_url", "link", "notebook_cell", "open_text", "share_text", "shared_state"]
