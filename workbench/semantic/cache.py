@@ -91,6 +91,14 @@ class Context:
         cut = starts[-self.window] if len(starts) >= self.window and self.window > 0 else 0
         return prev[cut:] if self.window > 0 else []
 
+    def trimmed(self) -> "Context":
+        """The same context holding only what it reads (the window and the current message): equal
+        in everything a lookup or a put sees, and small enough to keep for every turn of a long
+        session."""
+        if not self.messages:
+            return self
+        return Context((*self.recent(), self.messages[-1]), self.window)
+
     def window_text(self) -> str:
         return "\n".join(f"{m.get('role')}: {_text(m)}" for m in self.recent()
                          if m.get("role") in ("user", "assistant"))
@@ -318,9 +326,15 @@ class SemanticCache:
             ttl_s: float | None = None, shared: bool = False, state: str = "active") -> Entry | None:
         """Store a result for this context; None when the context is read-only (it holds a
         user correction)."""
+        return self.put_context(session, self.context(messages), payload, versions, ttl_s=ttl_s, shared=shared,
+                                state=state)
+
+    def put_context(self, session: str, ctx: Context, payload: dict[str, Any], versions: dict[str, str], *,
+                    ttl_s: float | None = None, shared: bool = False, state: str = "active") -> Entry | None:
+        """`put` for a context made already (`context`, or one kept: the Semantic tab keeps each
+        turn's, its window's messages only)."""
         if state not in STATES:
             raise WorkbenchError(f"state must be one of {STATES}, got {state!r}")
-        ctx = self.context(messages)
         # read-only: the represented context (the window and the current turn) holds a correction
         if any(m.get("role") == "user" and is_correction(_text(m)) for m in [*ctx.recent(), ctx.messages[-1]]):
             return None
@@ -386,7 +400,10 @@ class SemanticCache:
 
     # lookup ----------------------------------------------------------------------------------------
     def lookup(self, session: str, messages: Sequence[dict], versions: dict[str, str], *, k: int = 3) -> Decision:
-        ctx = self.context(messages)
+        return self.lookup_context(session, self.context(messages), versions, k=k)
+
+    def lookup_context(self, session: str, ctx: Context, versions: dict[str, str], *, k: int = 3) -> Decision:
+        """`lookup` for a context made already (see `put_context`)."""
         fp = ctx.fingerprint()
         t0 = time.perf_counter()
         q = self.vector(ctx)

@@ -311,6 +311,7 @@ def negated(text: str) -> bool:
     return bool(NEGATION_ZH.search(cleaned))
 
 
+@lru_cache(maxsize=4096)     # a replay asks it of every message in every turn's window
 def is_correction(text: str) -> bool:
     return bool(CORRECTION_EN.search(text) or CORRECTION_ZH.search(text))
 

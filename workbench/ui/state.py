@@ -107,6 +107,7 @@ class WorkbenchState:
         self._prompts: tuple[str, list[tuple[AssemblyResult, AssemblyResult | None, TurnPrompt]]] = ("", [])
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         self._semantic: Any = None                    # the semantic-cache panel's cache
+        self._replay: Any = None                      # its replay of the session, kept between lookups
         self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
         if isinstance(session, SessionDocument):
             self.open(session)
@@ -281,13 +282,18 @@ class WorkbenchState:
 
     def semantic(self, embedder: Any = None) -> tuple[Any, Any]:
         """The semantic-cache panel: the session's earlier turns replayed into a semantic cache, and
-        the selected turn looked up. Returns (Decision, SemanticCache). Loads the embedder on first use."""
+        the selected turn looked up. Returns (Decision, SemanticCache). Loads the embedder on first use;
+        keeps each turn's context and every vector between lookups (ui/semantic_replay.py)."""
         from ..semantic.cache import SemanticCache
-        from .semantic_panel import replay
-        if self._semantic is None or (embedder is not None and self._semantic.embedder is not embedder):
-            self._semantic = SemanticCache(embedder)
-        requests = [self.doc.request(k) for k in range(1, self.doc.turn_count + 1)]
-        return replay(self._semantic, self.assembler(), requests, self.turn), self._semantic
+        from ..semantic.embedders import MemoEmbedder, default_embedder
+        from .semantic_replay import SessionReplay
+        if self._semantic is None or (embedder is not None and self._semantic.embedder.inner is not embedder):
+            self._semantic = SemanticCache(MemoEmbedder(embedder or default_embedder()))
+            self._replay = SessionReplay(self._semantic)
+        with self._records_lock:
+            gen, stamps, turn = self.generation, list(self._stamps), self.turn
+        decision = self._replay.lookup(self.assembler(), turn, self.doc.request, stamps, gen)
+        return decision, self._semantic
 
     def export(self, out: str) -> tuple[Path, Any]:
         """The export bundle for the current settings (template, tokenizer, custom template, window)
