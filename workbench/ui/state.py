@@ -261,10 +261,12 @@ class WorkbenchState:
         rec = self._records[turn - 1] if 1 <= turn <= len(self._records) else None
         return rec.result if rec is not None else None
 
-    def prefill(self, model: str = "tiny", device: str | None = None) -> tuple[Any, Any, dict]:
+    def prefill(self, model: str = "tiny", device: str | None = None, *, check: Callable[[], None] | None = None,
+                progress: Callable[[str, int, int], None] | None = None) -> tuple[Any, Any, dict]:
         """A real prefill of the selected turn after the previous one (the engine, KV reuse): returns
         (previous turn's report, this turn's report with the time without reuse, the model's info).
-        Slow (a forward pass): hosts run it on a worker thread, on request."""
+        Slow (forward passes): hosts run it on a worker thread, on request. It runs in chunks:
+        `check()` between them may raise Cancelled; `progress(what, tokens done, tokens)` after each."""
         from ..engine.engine import Engine
         asm = self.assembler()
         cur = self.result if self.result is not None else self.assemble()
@@ -276,8 +278,17 @@ class WorkbenchState:
         if engine is None:
             engine = self._engines[key] = Engine.load(model, vocab_size=asm.tokenizer.vocab_size, device=device)
         engine.clear()     # this turn's reuse comes from the previous turn only, not from earlier clicks
-        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1])
-        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer)
+        names = {"prefill": "this turn, after the previous one's KV", "baseline": "this turn without reuse"}
+
+        def said(first: bool) -> Any:
+            if progress is None:
+                return None
+            return lambda what, done, total: progress("the previous turn" if first else names[what], done, total)
+
+        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1], check=check,
+                               progress=said(True))
+        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer, check=check,
+                                progress=said(False))
         return first, report, engine.m.to_json()
 
     def semantic(self, embedder: Any = None) -> tuple[Any, Any]:
