@@ -107,7 +107,7 @@ def test_the_notebook_shows_prefill_progress_and_cancel_stops_it(monkeypatch: py
     # a second prefill, here and now, completes and is shown
     first, cur, model = wb.prefill()
     assert cur.reused_tokens > 0 and cur.prefilled_tokens == cur.tokens - cur.reused_tokens
-    assert "tokens reused" in wb.kv.value and wb.kv_status.value == ""
+    assert wb._prefill is not None and wb._prefill[1][1] is cur and wb.kv_status.value == ""
     with lock:
         progress = [v for v in seen if "tokens" in v]
     assert any("this turn without reuse" in v for v in progress)      # the baseline pass reported too

@@ -116,7 +116,7 @@ class SessionReplay:
         # One embedder call for every text not embedded yet (a first lookup: the whole session).
         self.cache.embedder.embed([t for rec in turns for t in rec.texts()])
         cache, versions = self.cache, versions_of(asm, here.system)
-        cache.invalidate_session(SESSION)
+        cache.clear()           # the rows in a fresh cache's order: equal similarities rank as in `replay`
         for rec in turns[: turn - 1]:
             if rec.context is not None:
                 cache.observe(SESSION, rec.context.messages[-1])
