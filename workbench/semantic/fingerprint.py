@@ -194,8 +194,8 @@ class Fingerprint:
 
 # The actions and kinds of answer in words, for the reasons a user reads.
 ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
-                "delete": "delete or remove something",
-                "create": "create or add something", "migrate": "move something", "deploy": "deploy or release something",
+                "delete": "delete or remove something", "create": "create or add something",
+                "migrate": "move something", "deploy": "deploy or release something",
                 "update": "update or change something", "compare": "compare things", "fix": "fix a problem",
                 "price": "know a price", "explain": "have something explained", "howto": "know how to do something"}
 ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
