@@ -76,10 +76,10 @@ def test_the_two_thresholds_and_the_fingerprint_band() -> None:
     band_ok = c.lookup("s1", [u("How can I ship billing service releases?")], V)
     assert band_ok.hit and "fingerprints agree" in band_ok.reason, band_ok.reason
     band_bad = c.lookup("s1", [u("How do I migrate the billing service?")], V)
-    assert not band_bad.hit and ("fingerprints differ" in band_bad.reason or "differs in" in band_bad.reason)
+    assert not band_bad.hit and ("fingerprints differ" in band_bad.reason or "differ in" in band_bad.reason)
     far = cache(thresholds=Thresholds(high=0.99, low=0.9))
     far.put("s1", [u("How do I deploy the billing service?")], {"text": "x"}, V)
-    assert "< low threshold" in far.lookup("s1", [u("What is the weather like?")], V).reason
+    assert "under the low threshold" in far.lookup("s1", [u("What is the weather like?")], V).reason
     assert band_ok.nearest and band_ok.nearest[0].similarity == band_ok.similarity
     with pytest.raises(WorkbenchError):
         Thresholds(high=0.5, low=0.8)
@@ -180,7 +180,7 @@ def test_the_default_embedder_is_all_minilm_and_the_guard_holds() -> None:
     assert not flip.hit and flip.similarity > 0.8 and "negation flipped" in flip.reason
     # The pairwise text check: near-identical, one content word swapped.
     swap = c.lookup("s1", [u("Turn feature A on for the US region")], V)
-    assert not swap.hit and swap.similarity > 0.8 and "differs in" in swap.reason
+    assert not swap.hit and swap.similarity > 0.8 and "differ in" in swap.reason
 
 
 def test_the_index_finds_the_exact_nearest_on_both_scan_paths() -> None:

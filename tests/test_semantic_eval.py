@@ -100,7 +100,7 @@ def test_the_workbench_panel_replays_the_session_and_explains(tmp_path: Path) ->
     assert 1 <= len(cache.entries) <= state.doc.turn_count - 1
     assert decision.nearest and decision.reason
     html = semantic_html(decision, cache)
-    assert ("HIT" in html or "MISS" in html) and "fingerprint" in html
+    assert ("Reused" in html or "Not reused" in html) and "fingerprints" in html
     assert f"{decision.nearest[0].similarity:.3f}" in html
 
 

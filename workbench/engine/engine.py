@@ -3,11 +3,18 @@
 
 `processed_tokens` counts every token the model ran over: the proof that the reuse path does not
 re-run the cached prefix is a count, not a timing.
+
+A long prompt is prefilled in chunks (`chunk` tokens per forward pass, the KV cache carried from one
+to the next: the same logits and KV as one pass, within float rounding), so that a caller can show
+progress and stop between two chunks (`check` raising Cancelled). The times count the forward
+passes only, not the waits in `check`.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +26,20 @@ from .models import LoadedModel, device_errors, load_model
 from .radix import RadixKVCache
 
 DEFAULT_KV_CAP = 2 << 30    # 2 GiB of KV held across prompts
+# Tokens per forward pass: small enough on a CPU for a Cancel to act within a second or so, large
+# enough on a GPU to keep it busy. WORKBENCH_PREFILL_CHUNK overrides both (0: one pass).
+CHUNK_CPU, CHUNK_GPU = 512, 2048
+Progress = Callable[[str, int, int], None]     # (pass: "prefill" or "baseline", tokens done, tokens in the pass)
+
+
+def default_chunk(device: str) -> int:
+    env = os.environ.get("WORKBENCH_PREFILL_CHUNK", "").strip()
+    if env:
+        try:
+            return max(int(env), 0)
+        except ValueError:
+            raise EngineError(f"WORKBENCH_PREFILL_CHUNK must be a number of tokens, got {env!r}") from None
+    return CHUNK_GPU if device.startswith("cuda") else CHUNK_CPU
 
 
 @dataclass(frozen=True)
@@ -66,9 +87,13 @@ class Engine:
         return cls(load_model(name, vocab_size=vocab_size, device=device, dtype=dtype), kv_cap_bytes=kv_cap_bytes)
 
     def prefill(self, ids: np.ndarray, *, reuse: bool = True, baseline: bool = False, top_k: int = 0,
-                tokenizer: Any = None) -> PrefillReport:
+                tokenizer: Any = None, chunk: int | None = None, check: Callable[[], None] | None = None,
+                progress: Progress | None = None) -> PrefillReport:
         """Run the model over prompt `ids`, reusing the longest cached prefix (at least the last
-        token is always run: its logits are the answer). Holds the prompt's KV afterwards."""
+        token is always run: its logits are the answer). Holds the prompt's KV afterwards. `chunk`:
+        tokens per forward pass (default `default_chunk`, 0: one pass); `check()` runs between
+        chunks and may raise Cancelled (nothing of this prompt is then held); `progress(pass, done,
+        total)` after each chunk."""
         ids = np.asarray(ids, dtype=np.uint32)
         n = len(ids)
         if n == 0:
@@ -84,19 +109,16 @@ class Engine:
         match = self.cache.match(ids) if reuse else None
         if match is not None:
             reused = min(match.length, n - 1)
+        step = default_chunk(self.m.device) if chunk is None else chunk
         with device_errors(self.m.device, f"prefill of {n} tokens"):
-            cache = self._cache_from(match, reused)
-            t0 = time.perf_counter()
-            out = self._forward(ids[reused:], cache)
-            ms = (time.perf_counter() - t0) * 1e3
+            out, ms = self._forward_chunks(ids[reused:], self._cache_from(match, reused), step, check, progress,
+                                           "prefill")
             layers = [(layer.keys, layer.values) for layer in out.cache.layers]
             kv_bytes = sum(int(k.nbytes) + int(v.nbytes) for k, v in layers)
             self.cache.insert(ids, layers)
             base = None
             if baseline:
-                t0 = time.perf_counter()
-                self._forward(ids, self._cache_from(None, 0))
-                base = (time.perf_counter() - t0) * 1e3
+                base = self._forward_chunks(ids, self._cache_from(None, 0), step, check, progress, "baseline")[1]
         logits = out.logits[0, -1].float().cpu()
         return PrefillReport(n, reused, n - reused, ms, kv_bytes, self.cache.nbytes, base,
                              self._top(logits, top_k, tokenizer), logits)
@@ -107,6 +129,23 @@ class Engine:
             for i, (k, v) in enumerate(self.cache.gather(match, length)):
                 cache.update(k, v, i)
         return cache
+
+    def _forward_chunks(self, ids: np.ndarray, cache: Any, chunk: int, check: Callable[[], None] | None,
+                        progress: Progress | None, what: str) -> tuple[Any, float]:
+        """`ids` after what `cache` holds, `chunk` tokens per pass (0: one pass): the last pass's
+        output (its logits are the last position's; its cache holds them all) and the time, in ms,
+        spent in the forward passes."""
+        total, step = len(ids), chunk if chunk > 0 else len(ids)
+        out, ms = None, 0.0
+        for start in range(0, total, step):
+            if check is not None:
+                check()
+            t0 = time.perf_counter()
+            out = self._forward(ids[start:start + step], cache)
+            ms += (time.perf_counter() - t0) * 1e3
+            if progress is not None:
+                progress(what, min(start + step, total), total)
+        return out, ms
 
     def _forward(self, ids: np.ndarray, cache: Any) -> Any:
         torch = self.torch

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import WorkbenchError
+from .clip import clip_start
 from .compare import coverage, missing, pair_vetoes
 from .embedders import Embedder, default_embedder
 from .fingerprint import CJK, WEAK_ACTIONS, Fingerprint, fingerprint, is_correction
@@ -90,6 +91,14 @@ class Context:
         starts = [i for i, m in enumerate(prev) if m.get("role") == "user"]
         cut = starts[-self.window] if len(starts) >= self.window and self.window > 0 else 0
         return prev[cut:] if self.window > 0 else []
+
+    def trimmed(self) -> "Context":
+        """The same context holding only what it reads (the window and the current message): equal
+        in everything a lookup or a put sees, and small enough to keep for every turn of a long
+        session."""
+        if not self.messages:
+            return self
+        return Context((*self.recent(), self.messages[-1]), self.window)
 
     def window_text(self) -> str:
         return "\n".join(f"{m.get('role')}: {_text(m)}" for m in self.recent()
@@ -223,23 +232,26 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     decide alike."""
     th, s = thresholds, similarity
     if s < th.low:
-        return False, False, f"miss: similarity {s:.3f} < low threshold {th.low}"
+        return False, False, (f"not reused: the questions are too far apart (similarity {s:.3f}, under the low "
+                              f"threshold {th.low})")
     if j.vetoes:
-        return False, False, f"miss: similarity {s:.3f}, but {'; '.join(j.vetoes)}"
+        return False, False, f"not reused: close (similarity {s:.3f}), but {'; '.join(j.vetoes)}"
     if s >= th.high:
-        why = f"similarity {s:.3f} >= high threshold {th.high}"
+        why = f"the questions are nearly the same (similarity {s:.3f}, at or over the high threshold {th.high})"
     elif j.contained:
-        why = (f"similarity {s:.3f} >= low threshold {th.low}, and this context names everything the cached "
-               f"request asks (added background or a repeat)")
+        why = (f"similar (similarity {s:.3f}, over the low threshold {th.low}), and the new question names "
+               f"everything the cached request asks (added background or a repeat)")
     elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE):
-        why = f"similarity {s:.3f} between {th.low} and {th.high}, and the fingerprints agree"
+        why = (f"similar (similarity {s:.3f}, between {th.low} and {th.high}), and the fingerprints agree: the same "
+               f"action, the same things named")
     else:
-        differ = '; '.join(j.differences) or 'their names and identifiers overlap too little'
-        return False, False, (f"miss: similarity {s:.3f} is between {th.low} and {th.high} but the fingerprints "
-                              f"differ ({differ})")
+        differ = '; '.join(j.differences) or 'they name too few of the same things'
+        return False, False, (f"not reused: similar (similarity {s:.3f}, between {th.low} and {th.high}), but the "
+                              f"fingerprints differ: {differ}")
     if state == "suspect":
-        return False, True, f"shadow: {why}, but the entry is suspect: produce a fresh result and compare"
-    return True, False, f"hit: {why}"
+        return False, True, (f"shadow: {why}; but the entry is suspect, so a fresh answer is made and compared "
+                             f"with it")
+    return True, False, f"reused: {why}"
 
 
 STATE_CODE = {"active": 0, "suspect": 1, "frozen": 2}
@@ -318,9 +330,15 @@ class SemanticCache:
             ttl_s: float | None = None, shared: bool = False, state: str = "active") -> Entry | None:
         """Store a result for this context; None when the context is read-only (it holds a
         user correction)."""
+        return self.put_context(session, self.context(messages), payload, versions, ttl_s=ttl_s, shared=shared,
+                                state=state)
+
+    def put_context(self, session: str, ctx: Context, payload: dict[str, Any], versions: dict[str, str], *,
+                    ttl_s: float | None = None, shared: bool = False, state: str = "active") -> Entry | None:
+        """`put` for a context made already (`context`, or one kept: the Semantic tab keeps each
+        turn's, its window's messages only)."""
         if state not in STATES:
             raise WorkbenchError(f"state must be one of {STATES}, got {state!r}")
-        ctx = self.context(messages)
         # read-only: the represented context (the window and the current turn) holds a correction
         if any(m.get("role") == "user" and is_correction(_text(m)) for m in [*ctx.recent(), ctx.messages[-1]]):
             return None
@@ -376,6 +394,17 @@ class SemanticCache:
         if self.store is not None:
             self.store.delete(e.id)
 
+    def clear(self) -> None:
+        """Drop every entry and start the index afresh: the rows then fill in the order a new cache's
+        would, so that equal similarities rank alike (the Semantic tab refills its cache per lookup)."""
+        with self._lock:
+            for e in list(self.entries.values()):
+                self._drop(e)
+            self.index = VectorIndex(self.embedder.dim)
+            self._by_row.clear()
+            self._session_codes = {SHARED: 0}
+            self._version_codes = {}
+
     def expire(self) -> int:
         now = self.clock()
         with self._lock:
@@ -386,7 +415,10 @@ class SemanticCache:
 
     # lookup ----------------------------------------------------------------------------------------
     def lookup(self, session: str, messages: Sequence[dict], versions: dict[str, str], *, k: int = 3) -> Decision:
-        ctx = self.context(messages)
+        return self.lookup_context(session, self.context(messages), versions, k=k)
+
+    def lookup_context(self, session: str, ctx: Context, versions: dict[str, str], *, k: int = 3) -> Decision:
+        """`lookup` for a context made already (see `put_context`)."""
         fp = ctx.fingerprint()
         t0 = time.perf_counter()
         q = self.vector(ctx)
@@ -400,13 +432,13 @@ class SemanticCache:
             here = (ctx.current, ctx.window_text())
             judged = [(e, sim, judge(fp, e.fingerprint, (here, (e.current_text, e.window_text)))) for e, sim in found]
             verdicts = [(e, sim, decide(sim, j, self.thresholds, e.state)) for e, sim, j in judged]
-            nearest = tuple(Neighbour(e.id, sim, j.agrees, j.differences, e.state, e.context_text[-200:], why)
+            nearest = tuple(Neighbour(e.id, sim, j.agrees, j.differences, e.state, clip_start(e.context_text, 200), why)
                             for (e, sim, j), (_, _, (_, _, why)) in zip(judged, verdicts))
             t2 = time.perf_counter()
             scope = f" ({skipped} other entr{'y' if skipped == 1 else 'ies'} out of scope, of another version, " \
                     f"expired or frozen)" if skipped else ""
             if not nearest:
-                return Decision(False, False, None, None, f"miss: no entry this request may match{scope}", fp,
+                return Decision(False, False, None, None, f"not reused: no entry this request may match{scope}", fp,
                                 (), (t1 - t0) * 1e3, (ts - t1) * 1e3)
             e, sim, (hit, shadow, why) = next((v for v in verdicts if v[2][0] or v[2][1]), verdicts[0])
             if shadow:

@@ -244,14 +244,15 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     out = []
     diff = text_difference(qc, ec, query_window=qw)
     if diff:
-        out.append(f"near-identical but differs in {', '.join(diff[:4])}")
+        out.append(f"worded almost alike, they differ in {', '.join(f'“{w}”' for w in diff[:4])}")
     elif qw and ew and _same(qc, ec):
         named = window_differences(qw, ew) or text_difference(qw, ew)
         if named:
-            out.append(f"the same message, but the earlier turns name different things: {', '.join(named[:4])}")
+            out.append(f"the same message, but the earlier turns name different things: "
+                       f"{', '.join(f'“{w}”' for w in named[:4])}")
     opposite = reversals(qc, ec)
     if opposite:
-        out.append(f"opposite requests: {', '.join(opposite[:3])}")
+        out.append(f"they ask for opposite things ({', '.join(o.replace(' vs ', ' and ') for o in opposite[:3])})")
     if direction_reversed(qc, ec):
-        out.append("the same things in the other order")
+        out.append("they name the same things in the other order (from one to the other, and back)")
     return out

@@ -6,12 +6,22 @@
 - `HashingEmbedder`: character n-grams hashed into a fixed vector (no model, any language, Chinese
   included); deterministic and instant. Useful beside MiniLM for Chinese text, and where no model
   may be installed.
+- `MemoEmbedder`: any embedder, with the vectors of the texts it has seen kept (by a digest of the
+  text, least recently used dropped past a cap): the app's Semantic tab embeds a session once, and
+  after an edit only the texts that changed.
+
+A text's vector is a function of the text alone, whatever it is embedded with: MiniLM embeds texts
+of one token length together, never padded (padding changes the order of the float sums, so a
+text batched with a longer one differs in the last bits from the same text alone). So a vector
+kept from an earlier call equals a fresh one bit for bit, and a decision made from kept vectors
+equals a fresh decision.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -67,9 +77,54 @@ class MiniLMEmbedder:
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text, texts of one token length batched together (none is padded: see the
+        module docstring)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return _normalise(self._load().encode(list(texts), normalize_embeddings=True, batch_size=64))
+            return out
+        model = self._load()
+        tokenize = getattr(model, "preprocess", None) or model.tokenize
+        lengths = tokenize(list(texts))["attention_mask"].sum(dim=1).tolist()
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(int(n), []).append(i)
+        for rows in groups.values():
+            out[rows] = model.encode([texts[i] for i in rows], normalize_embeddings=True, batch_size=64)
+        return _normalise(out)
+
+
+MEMO_TEXTS = 50_000       # about 75 MB of MiniLM vectors
+
+
+class MemoEmbedder:
+    """`embedder` with its vectors kept by text (a digest of it), the least recently used dropped past
+    `cap`. Only the texts not seen yet are embedded, in one call. `embedded` and `reused` count
+    texts, for the views to say what a lookup cost."""
+
+    def __init__(self, embedder: Embedder, cap: int = MEMO_TEXTS):
+        self.inner, self.cap = embedder, cap
+        self.name, self.dim = embedder.name, embedder.dim
+        self._vectors: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.embedded = self.reused = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts]
+        with self._lock:
+            missing = {k: t for k, t in zip(keys, texts) if k not in self._vectors}
+        new = self.inner.embed(list(missing.values())) if missing else np.zeros((0, self.dim), np.float32)
+        with self._lock:
+            for k, v in zip(missing, new):
+                self._vectors[k] = v
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            for i, k in enumerate(keys):
+                out[i] = self._vectors[k]
+                self._vectors.move_to_end(k)
+            while len(self._vectors) > self.cap:
+                self._vectors.popitem(last=False)
+            self.embedded += len(missing)
+            self.reused += len(texts) - len(missing)
+        return out
 
 
 def default_embedder() -> Embedder:

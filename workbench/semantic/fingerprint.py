@@ -146,34 +146,40 @@ class Fingerprint:
         together; no threshold separates them."""
         out = []
         if self.negated != other.negated:
-            out.append("negation flipped")
+            out.append("negation flipped: one question says not to do what the other asks")
         pair = {self.action, other.action}
         if pair in OPPOSITE_ACTIONS:
-            out.append(" vs ".join(sorted(pair)))
+            out.append(f"the new question {_does(self.action)}, the cached one {_does(other.action)}: the opposite")
         if self.asks != other.asks:
-            out.append(f"asks {'/'.join(sorted(self.asks)) or 'how'} vs {'/'.join(sorted(other.asks)) or 'how'}")
+            out.append(f"the new question wants to know {_wants(self.asks)}, the cached one {_wants(other.asks)}")
         nums_a, nums_b = _counted(self.entities), _counted(other.entities)
         if nums_a and nums_b:
             if set(nums_a) != set(nums_b):
-                out.append(f"numbers {sorted(nums_a)} vs {sorted(nums_b)}")
+                out.append(f"other numbers: the new question says {_names(sorted(nums_a))}, the cached one "
+                           f"{_names(sorted(nums_b))}")
             else:
                 clash = [n for n in nums_a if nums_a[n] and nums_b[n] and not nums_a[n] & nums_b[n]]
                 if clash:
-                    out.append("counted things differ: " + ", ".join(
-                        f"{n} {sorted(nums_a[n])} vs {sorted(nums_b[n])}" for n in clash))
+                    out.append("the same numbers count other things: " + ", ".join(
+                        f"{n} {' or '.join(sorted(nums_a[n]))} in the new question, {n} "
+                        f"{' or '.join(sorted(nums_b[n]))} in the cached one" for n in clash))
         return out
 
     def differences(self, other: "Fingerprint") -> list[str]:
+        """How this (new) question differs from `other` (the cached one), in plain sentences."""
         out = []
         if self.action != other.action:
-            out.append(f"action {self.action or '-'} vs {other.action or '-'}")
+            out.append(f"the new question {_does(self.action)}, the cached one {_does(other.action)}")
         if self.asks != other.asks:
-            out.append(f"asks {'/'.join(sorted(self.asks)) or '-'} vs {'/'.join(sorted(other.asks)) or '-'}")
+            out.append(f"the new question wants to know {_wants(self.asks)}, the cached one {_wants(other.asks)}")
         if self.negated != other.negated:
-            out.append(f"negation {self.negated} vs {other.negated}")
+            out.append("the new question says not to do it, the cached one does not" if self.negated else
+                       "the cached question says not to do it, the new one does not")
         if self.entities != other.entities:
             only_a, only_b = sorted(self.entities - other.entities), sorted(other.entities - self.entities)
-            out.append(f"entities {only_a} vs {only_b}")
+            said = [f"only the new question names {_names(only_a)}"] if only_a else []
+            said += [f"only the cached one names {_names(only_b)}"] if only_b else []
+            out.append(", ".join(said))
         return out
 
     def to_json(self) -> dict:
@@ -184,6 +190,29 @@ class Fingerprint:
     def from_json(cls, d: dict) -> "Fingerprint":
         return cls(d.get("action", ""), frozenset(d.get("entities", ())), bool(d.get("negated")),
                    bool(d.get("correction")), frozenset(d.get("asks", ())))
+
+
+# The actions and kinds of answer in words, for the reasons a user reads.
+ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
+                "delete": "delete or remove something", "create": "create or add something",
+                "migrate": "move something", "deploy": "deploy or release something",
+                "update": "update or change something", "compare": "compare things", "fix": "fix a problem",
+                "price": "know a price", "explain": "have something explained", "howto": "know how to do something"}
+ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
+              "amount": "how much or how many", "reason": "why"}
+
+
+def _does(action: str) -> str:
+    return f"asks to {ACTION_WORDS.get(action, action)}" if action else "did not name an action"
+
+
+def _wants(asks: frozenset[str]) -> str:
+    return " and ".join(ASKS_WORDS.get(a, a) for a in sorted(asks)) if asks else "how"
+
+
+def _names(items: list[str]) -> str:
+    shown = [f"“{i.lstrip('#')}”" for i in items[:4]]
+    return ", ".join(shown) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
 
 
 @lru_cache(maxsize=4096)
@@ -311,6 +340,7 @@ def negated(text: str) -> bool:
     return bool(NEGATION_ZH.search(cleaned))
 
 
+@lru_cache(maxsize=4096)     # a replay asks it of every message in every turn's window
 def is_correction(text: str) -> bool:
     return bool(CORRECTION_EN.search(text) or CORRECTION_ZH.search(text))
 

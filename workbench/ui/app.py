@@ -49,7 +49,7 @@ from .charts import budget_figure
 from .compare import KINDS, CompareRunner, values_for
 from .compare_html import CSS as COMPARE_CSS
 from .compare_html import compare_html
-from .controller import Controller
+from .controller import CANCELLED, Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
@@ -393,6 +393,9 @@ class WorkbenchApp:
                                            value=DEFAULT_KV_CONFIG, width=200)
         self.kv_run = pn.widgets.Button(**{LABEL: "Prefill this turn (synthetic tiny model, CPU)"}, width=330,
                                         align="end")
+        self.kv_cancel = pn.widgets.Button(**{LABEL: "Cancel the prefill"}, width=160, align="end", visible=False)
+        self.kv_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
+                                      css_classes=["wb-kv-status"])
         self.kv = pn.pane.HTML(kv_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
         self.kv_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=320, sizing_mode="stretch_width")
         self._prefill: Any = None
@@ -415,6 +418,7 @@ class WorkbenchApp:
         self.export_path.param.watch(lambda _e: self.replace_button.param.update(visible=False), "value")
         self.semantic_run.on_click(lambda _e: self._run_semantic())
         self.kv_run.on_click(lambda _e: self._run_prefill())
+        self.kv_cancel.on_click(lambda _e: self.controller.cancel_prefill())
         self.revert_button.on_click(lambda _e: self._revert())
         self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
                                      "value")
@@ -439,7 +443,8 @@ class WorkbenchApp:
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              self.budget_controls.layout,
                              "#### Messages", self.editor, extra, width=520)
-        kv = pn.Column(pn.Row(self.kv_config, self.kv_run), self.kv, self.kv_chart, sizing_mode="stretch_width")
+        kv = pn.Column(pn.Row(self.kv_config, self.kv_run, self.kv_cancel), self.kv_status, self.kv, self.kv_chart,
+                       sizing_mode="stretch_width")
         self.panels_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
                                           css_classes=["wb-panels-status"])
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
@@ -741,16 +746,22 @@ class WorkbenchApp:
 
     def _run_prefill(self) -> None:
         self.kv_run.disabled = True
-        self._show_kv("running the prefill: loading the model, then two forward passes…")
+        self.kv_cancel.visible = True
+        self._kv_status("prefill: loading the model…")
         at = (self.state.generation, self.state.turn)
 
         def done(result: Any, error: str) -> None:
             self.kv_run.disabled = False
+            self.kv_cancel.visible = False
             if result is not None:
                 self._prefill = (at, result)
-            self._show_kv(f"prefill failed: {error}" if error else "")
+            self._kv_status("prefill cancelled" if error == CANCELLED else "")
+            self._show_kv(f"prefill failed: {error}" if error and error != CANCELLED else "")
 
-        self.controller.run_prefill(done)
+        self.controller.run_prefill(done, progress=self._kv_status)
+
+    def _kv_status(self, text: str) -> None:
+        self.kv_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
 
 
 def build_app(session_path: str | None = None, files: AppFiles | None = None) -> Any:

@@ -47,6 +47,7 @@ SUMMARY_MS = 400
 PANELS_MS = 500
 AUTOSAVE_MS = 400
 QUIET_MS = 40
+CANCELLED = "cancelled"   # the error a `done` callback gets for work stopped on request
 HOLD_S = 0.5          # the longest the panels' worker waits for a keystroke's update before going on
 PROGRESS_S = 0.25     # the panels' progress line is updated at most this often
 # WORKBENCH_TRACE=1: one line on stderr per assembly shown, wall-clock times (ms since the epoch) of
@@ -92,6 +93,7 @@ class Controller:
         self._progress_at = 0.0
         self.runner: Any = None           # the Run tab's engines (run_panel.Runner), made on first use
         self._generating: threading.Event | None = None
+        self._prefill_ticket = 0          # bumped by a new prefill and by cancel_prefill
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -381,10 +383,33 @@ class Controller:
             self.host.show_panels(panels)
 
     # slow work on request: the KV panel's prefill, the export ---------------------------------------
-    def run_prefill(self, done: Callable[[Any, str], None], model: str = "tiny") -> None:
-        """A real prefill of the selected turn after the previous one (a forward pass can take
-        seconds); `done(result, error)` runs on the UI thread."""
-        self._in_background("prefill", lambda: self.state.prefill(model), done)
+    def run_prefill(self, done: Callable[[Any, str], None], model: str = "tiny",
+                    progress: Callable[[str], None] | None = None) -> None:
+        """A real prefill of the selected turn after the previous one (forward passes: seconds to a
+        minute); `done(result, error)` runs on the UI thread, with error CANCELLED after
+        `cancel_prefill` (or a newer prefill) stopped it between two chunks. `progress(text)`, on the
+        UI thread: 'prefill, the previous turn: 3,072 of 12,000 tokens', at most every PROGRESS_S."""
+        self._prefill_ticket += 1
+        ticket, said = self._prefill_ticket, [0.0]
+
+        def check() -> None:
+            self.yield_to_edits()
+            if ticket != self._prefill_ticket:
+                raise Cancelled("the prefill was cancelled")
+
+        def report(what: str, tokens: int, total: int) -> None:
+            now = time.monotonic()
+            if progress is None or (now - said[0] < PROGRESS_S and tokens < total):
+                return
+            said[0] = now
+            text = f"prefill, {what}: {tokens:,} of {total:,} tokens"
+            self.host.call_from_thread(lambda: progress(text) if ticket == self._prefill_ticket else None)
+
+        self._in_background("prefill", lambda: self.state.prefill(model, check=check, progress=report), done)
+
+    def cancel_prefill(self) -> None:
+        """Stop the running prefill at its next chunk (its `done` gets CANCELLED)."""
+        self._prefill_ticket += 1
 
     def run_export(self, out: str, done: Callable[[Any, str], None], *, overwrite: bool = False) -> None:
         """Write the export bundle for the current settings and verify it; `done((path, report), error)`.
@@ -462,6 +487,8 @@ class Controller:
         def work() -> None:
             try:
                 result, error = fn(), ""
+            except Cancelled:
+                result, error = None, CANCELLED
             except WorkbenchError as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # noqa: BLE001 - the page stays up: the error shows where it was asked for

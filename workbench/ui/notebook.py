@@ -282,6 +282,8 @@ class Workbench:
         self.kv_config = W.Dropdown(description="KV shape", options=list(KV_CONFIGS), value=DEFAULT_KV_CONFIG)
         self.kv_run = W.Button(description="Prefill this turn (synthetic tiny, CPU)",
                                layout=W.Layout(width="auto"))
+        self.kv_cancel = W.Button(description="Cancel the prefill", layout=W.Layout(width="auto", display="none"))
+        self.kv_status = W.HTML()
         self.kv = W.HTML(kv_html(None))
         from ..home import workbench_home
         self.export_path = W.Text(value=str(workbench_home() / "exports" / Path(s.doc.name).stem),
@@ -314,6 +316,7 @@ class Workbench:
         self.variables.observe(lambda c: self._on_json("variables", c["new"], self.variables_error), "value")
         self.kv_config.observe(lambda _c: self._show_kv(), "value")
         self.kv_run.on_click(lambda _b: self.prefill(wait=False))
+        self.kv_cancel.on_click(lambda _b: self.cancel_prefill())
         self.export_button.on_click(lambda _b: self.export(wait=False))
         self.semantic_run.on_click(lambda _b: self.semantic(wait=False))
         self.teach_back.on_click(lambda _b: self._teach(-1))
@@ -334,7 +337,8 @@ class Workbench:
         for i, t in enumerate(("Custom template", "Tools", "Variables", "Export")):
             extra.set_title(i, t)
         tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
-                               W.VBox([W.HBox([self.kv_config, self.kv_run]), self.kv, self.kv_chart]),
+                               W.VBox([W.HBox([self.kv_config, self.kv_run, self.kv_cancel]), self.kv_status, self.kv,
+                                       self.kv_chart]),
                                W.VBox([self.semantic_run, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
                                        self.teach_body]),
@@ -430,15 +434,28 @@ class Workbench:
         shown in the KV tab; with `wait`, here and now, returning (previous, this turn, model)."""
         at = (self.state.generation, self.state.turn)
 
+        from .controller import CANCELLED
+
         def show(result: Any, error: str) -> None:
             self.kv_run.disabled = False
+            self.kv_cancel.layout.display = "none"
             if result is not None:
                 self._prefill = (at, result)
-            self._show_kv(f"prefill failed: {error}" if error else "")
+            self._kv_status("prefill cancelled" if error == CANCELLED else "")
+            self._show_kv(f"prefill failed: {error}" if error and error != CANCELLED else "")
 
         self.kv_run.disabled = True
-        self._show_kv("running the prefill: loading the model, then two forward passes…")
-        return self._request(self.controller.run_prefill, show, wait)
+        self.kv_cancel.layout.display = None
+        self._kv_status("prefill: loading the model…")
+        return self._request(lambda done: self.controller.run_prefill(done, progress=self._kv_status), show, wait)
+
+    def cancel_prefill(self) -> None:
+        """Stop a prefill started with `prefill(wait=False)` (or the KV tab's button) at its next
+        chunk; the KV tab says "prefill cancelled"."""
+        self.controller.cancel_prefill()
+
+    def _kv_status(self, text: str) -> None:
+        self.kv_status.value = f'<span class="wb-muted">{escape(text)}</span>' if text else ""
 
     def generate(self, engine: str = "tiny", max_new_tokens: int = 24, wait: bool = True) -> Any:
         """Generate the next assistant reply on `engine` (tiny, gemma3-270m, a model folder or .gguf

@@ -1,46 +1,45 @@
-"""The semantic-cache panel, shared by both hosts (no UI library): replay the session's earlier turns
-into a semantic cache (each turn's context stored with the reply that followed it), then look the
-selected turn up: the decision, why, and the nearest entries with their similarity and fingerprint
-comparison."""
+"""The semantic-cache panel, shared by both hosts (no UI library): the decision for the selected
+turn in plain words, why, and the nearest entries with their similarity, how they differ and their
+own verdict. The replay behind it is ui/semantic_replay.py."""
 
 from __future__ import annotations
 
-import hashlib
 from html import escape
 from typing import TYPE_CHECKING
 
+from ..semantic.clip import clip_start
+from ..semantic.fingerprint import ACTION_WORDS, ASKS_WORDS
+
 if TYPE_CHECKING:
-    from ..assembly import Assembler
     from ..semantic.cache import Decision, SemanticCache
 
-SESSION = "this-session"
+CONTEXT_CHARS = 160       # of a cached context shown, its end, cut at a word
+VERDICTS = {"hit": "Reused", "shadow": "Checked in the shadow", "miss": "Not reused"}
 
 
-def _messages(asm: "Assembler", request: dict) -> list[dict]:
-    conv = asm.prepare(request)[0]
-    return [{"role": m.role, "content": m.content or ""} for m in conv.messages if m.role in ("user", "assistant")]
+def verdict(d: "Decision") -> str:
+    return VERDICTS["hit" if d.hit else "shadow" if d.shadow else "miss"]
 
 
-def replay(cache: "SemanticCache", asm: "Assembler", requests: list[dict], turn: int) -> "Decision":
-    """Store turns 1..turn-1 (context up to the turn's user message, payload: the reply that followed)
-    and look turn `turn` up. Versions: the template, the tokenizer and the system prompt."""
-    conv = asm.prepare(requests[turn - 1])[0]
-    system = "\n".join(m.content or "" for m in conv.messages if m.role == "system")
-    versions = {"model": asm.template.name, "tokenizer": asm.tokenizer.version[:16],
-                "system_prompt": hashlib.sha256(system.encode()).hexdigest()[:16], "knowledge": "-"}
-    cache.invalidate_session(SESSION)
-    for k in range(1, turn):
-        msgs = _messages(asm, requests[k - 1])
-        nxt = _messages(asm, requests[k]) if k < len(requests) else []
-        reply = nxt[len(msgs)]["content"] if len(nxt) > len(msgs) and nxt[len(msgs)]["role"] == "assistant" else ""
-        if msgs and msgs[-1]["role"] == "user":
-            cache.observe(SESSION, msgs[-1])
-            cache.put(SESSION, msgs, {"type": "answer", "text": reply[:500]}, versions)
-    msgs = _messages(asm, requests[turn - 1])
-    if not msgs or msgs[-1]["role"] != "user":
-        from ..errors import WorkbenchError
-        raise WorkbenchError(f"turn {turn} does not end with a user message: nothing to look up")
-    return cache.lookup(SESSION, msgs, versions, k=5)
+def _reason(text: str) -> str:
+    """The decision's reason as a sentence: capitalised, its verdict word left to the heading."""
+    for lead in ("reused: ", "not reused: ", "shadow: "):
+        if text.startswith(lead):
+            text = text[len(lead):]
+            break
+    return (text[:1].upper() + text[1:]).rstrip(".") + "."
+
+
+def _this_turn(fp: dict) -> str:
+    parts = [f"asks to {ACTION_WORDS.get(fp['action'], fp['action'])}" if fp["action"] else "names no action"]
+    parts.append("names " + ", ".join(f"“{e.lstrip('#')}”" for e in fp["entities"]) if fp["entities"]
+                 else "names no particular thing")
+    parts.append("wants to know " + (" and ".join(ASKS_WORDS.get(a, a) for a in fp["asks"]) or "how"))
+    if fp["negated"]:
+        parts.append("says not to do something")
+    if fp["correction"]:
+        parts.append("corrects an earlier turn (the session's entries are dropped)")
+    return "This turn " + "; ".join(parts) + "."
 
 
 def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = None, note: str = "") -> str:
@@ -48,20 +47,17 @@ def semantic_html(decision: "Decision | None", cache: "SemanticCache | None" = N
         prompt = "Replay the earlier turns into a semantic cache and look this turn up."
         return f'<div class="wb-semantic">{escape(note) or prompt}</div>'
     d = decision
-    verdict = "HIT" if d.hit else ("SHADOW" if d.shadow else "MISS")
-    th = f" (thresholds high {cache.thresholds.high}, low {cache.thresholds.low}; {cache.embedder.name}, window " \
-         f"{cache.window})" if cache is not None else ""
-    fp = d.fingerprint.to_json()
+    th = (f"Thresholds: high {cache.thresholds.high}, low {cache.thresholds.low}; embedder {cache.embedder.name}, "
+          f"a window of {cache.window} turns.") if cache is not None else ""
     rows = "".join(
         f"<tr><td>{n.similarity:.3f}</td><td>{'agree' if n.fingerprint_agrees else 'differ'}</td>"
-        f"<td>{escape('; '.join(n.differences)) or '-'}</td><td>{escape(n.state)}</td>"
-        f"<td>{escape(n.why)}</td><td>{escape(n.context_text[-160:])}</td></tr>" for n in d.nearest)
-    return (f'<div class="wb-semantic"><p><b class="wb-semantic-verdict">{verdict}</b>: '
-            f"{escape(d.reason)}{escape(th)}</p>"
-            f"<p>This turn's fingerprint: action <code>{escape(fp['action'] or '-')}</code>, entities "
-            f"<code>{escape(', '.join(fp['entities']) or '-')}</code>, "
-            f"asks <code>{escape('/'.join(fp['asks']) or 'how')}"
-            f"</code>, negated {fp['negated']}, correction "
-            f"{fp['correction']}. Embedding {d.embed_ms:.1f} ms, search {d.search_ms:.2f} ms.</p>"
-            f'<table class="wb-table"><tr><th>similarity</th><th>fingerprint</th><th>differences</th><th>state</th>'
-            f"<th>its verdict</th><th>cached context</th></tr>{rows}</table>{escape(note)}</div>")
+        f"<td>{escape('; '.join(n.differences)) or 'none'}</td><td>{escape(n.state)}</td>"
+        f"<td>{escape(_reason(n.why)) if n.why else ''}</td>"
+        f"<td>{escape(clip_start(n.context_text, CONTEXT_CHARS))}</td></tr>" for n in d.nearest)
+    return (f'<div class="wb-semantic"><p><b class="wb-semantic-verdict">{verdict(d)}</b>: '
+            f'<span class="wb-semantic-reason">{escape(_reason(d.reason))}</span></p>'
+            f"<p>{escape(_this_turn(d.fingerprint.to_json()))} {escape(th)} "
+            f"Embedding {d.embed_ms:.1f} ms, search {d.search_ms:.2f} ms.</p>"
+            f'<table class="wb-table"><tr><th>similarity</th><th>fingerprints</th><th>how they differ</th>'
+            f"<th>state</th><th>its verdict</th><th>cached context (its end)</th></tr>{rows}</table>"
+            f"{escape(note)}</div>")

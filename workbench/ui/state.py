@@ -129,6 +129,7 @@ class WorkbenchState:
         self._prompts: tuple[str, list[tuple[AssemblyResult, AssemblyResult | None, TurnPrompt]]] = ("", [])
         self._engines: dict[tuple, Any] = {}          # prefill engines, loaded on first use
         self._semantic: Any = None                    # the semantic-cache panel's cache
+        self._replay: Any = None                      # its replay of the session, kept between lookups
         self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
         self.history = History()                      # undo and redo of the editor's operations
         if isinstance(session, SessionDocument):
@@ -375,10 +376,12 @@ class WorkbenchState:
         rec = self._records[turn - 1] if 1 <= turn <= len(self._records) else None
         return rec.result if rec is not None else None
 
-    def prefill(self, model: str = "tiny", device: str | None = None) -> tuple[Any, Any, dict]:
+    def prefill(self, model: str = "tiny", device: str | None = None, *, check: Callable[[], None] | None = None,
+                progress: Callable[[str, int, int], None] | None = None) -> tuple[Any, Any, dict]:
         """A real prefill of the selected turn after the previous one (the engine, KV reuse): returns
         (previous turn's report, this turn's report with the time without reuse, the model's info).
-        Slow (a forward pass): hosts run it on a worker thread, on request."""
+        Slow (forward passes): hosts run it on a worker thread, on request. It runs in chunks:
+        `check()` between them may raise Cancelled; `progress(what, tokens done, tokens)` after each."""
         from ..engine.engine import Engine
         asm = self.assembler()
         cur = self.result if self.result is not None else self.assemble()
@@ -390,19 +393,33 @@ class WorkbenchState:
         if engine is None:
             engine = self._engines[key] = Engine.load(model, vocab_size=asm.tokenizer.vocab_size, device=device)
         engine.clear()     # this turn's reuse comes from the previous turn only, not from earlier clicks
-        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1])
-        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer)
+        names = {"prefill": "this turn, after the previous one's KV", "baseline": "this turn without reuse"}
+
+        def said(first: bool) -> Any:
+            if progress is None:
+                return None
+            return lambda what, done, total: progress("the previous turn" if first else names[what], done, total)
+
+        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1], check=check,
+                               progress=said(True))
+        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer, check=check,
+                                progress=said(False))
         return first, report, engine.m.to_json()
 
     def semantic(self, embedder: Any = None) -> tuple[Any, Any]:
         """The semantic-cache panel: the session's earlier turns replayed into a semantic cache, and
-        the selected turn looked up. Returns (Decision, SemanticCache). Loads the embedder on first use."""
+        the selected turn looked up. Returns (Decision, SemanticCache). Loads the embedder on first use;
+        keeps each turn's context and every vector between lookups (ui/semantic_replay.py)."""
         from ..semantic.cache import SemanticCache
-        from .semantic_panel import replay
-        if self._semantic is None or (embedder is not None and self._semantic.embedder is not embedder):
-            self._semantic = SemanticCache(embedder)
-        requests = [self.doc.request(k) for k in range(1, self.doc.turn_count + 1)]
-        return replay(self._semantic, self.assembler(), requests, self.turn), self._semantic
+        from ..semantic.embedders import MemoEmbedder, default_embedder
+        from .semantic_replay import SessionReplay
+        if self._semantic is None or (embedder is not None and self._semantic.embedder.inner is not embedder):
+            self._semantic = SemanticCache(MemoEmbedder(embedder or default_embedder()))
+            self._replay = SessionReplay(self._semantic)
+        with self._records_lock:
+            gen, stamps, turn = self.generation, list(self._stamps), self.turn
+        decision = self._replay.lookup(self.assembler(), turn, self.doc.request, stamps, gen)
+        return decision, self._semantic
 
     def export(self, out: str) -> tuple[Path, Any]:
         """The export bundle for the current settings (template, tokenizer, custom template, window)
