@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import html
+import os
 import socket
 import sys
 from collections.abc import Callable
@@ -192,19 +193,38 @@ class PanelHost:
         self.app = app
         self.doc = pn.state.curdoc if pn.state.curdoc is not None and pn.state.curdoc.session_context else None
 
+    @property
+    def closed(self) -> bool:
+        """The page's session is gone (tab closed): Bokeh destroyed its document, whose callback
+        methods then fail (AttributeError on its callback lists). Nothing is shown there anymore."""
+        return self.doc is not None and self.doc.session_context is None
+
+    def _hand_off(self, add: Callable[[], Any]) -> None:
+        if self.closed:
+            return
+        try:
+            add()
+        except AttributeError:
+            # Destroyed between the check and the call (from a worker thread): the page is gone,
+            # so what it would have shown has nowhere to go.
+            if not self.closed:
+                raise
+
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> None:
-        if self.doc is None:
+        doc = self.doc
+        if doc is None:
             fn()
         elif delay_ms <= 0:
-            self.doc.add_next_tick_callback(fn)
+            self._hand_off(lambda: doc.add_next_tick_callback(fn))
         else:
-            self.doc.add_timeout_callback(fn, delay_ms)
+            self._hand_off(lambda: doc.add_timeout_callback(fn, delay_ms))
 
     def call_from_thread(self, fn: Callable[[], None]) -> None:
-        if self.doc is None:
+        doc = self.doc
+        if doc is None:
             fn()
         else:
-            self.doc.add_next_tick_callback(fn)
+            self._hand_off(lambda: doc.add_next_tick_callback(fn))
 
     def show_result(self, result: AssemblyResult) -> None:
         self.app.show_result(result)
@@ -328,6 +348,9 @@ class WorkbenchApp:
         if self.channel is not None:
             self.editor.channel = self.view.channel = {"path": PATH, "token": self.channel.token}
             pn.state.on_session_destroyed(lambda _context, ch=self.channel: ch.close())
+        if self.host.doc is not None:
+            # A closed tab stops its page's background work (the panels' worker ends at its next turn).
+            pn.state.on_session_destroyed(lambda _context: self.controller.close())
         self.cache = pn.pane.HTML('<div class="wb-cache">computing every turn…</div>', sizing_mode="stretch_width",
                                   stylesheets=[CSS])
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
@@ -600,6 +623,16 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def session_expiry() -> dict[str, int]:
+    """How soon a closed tab's session is destroyed (its state freed, its background work stopped):
+    Bokeh's defaults (15 s after the last connection, checked every 17 s) unless
+    WORKBENCH_SESSION_EXPIRY_MS names one delay for both (the tests, a machine short of memory)."""
+    value = os.environ.get("WORKBENCH_SESSION_EXPIRY_MS", "")
+    if not value.isdigit() or int(value) <= 0:
+        return {}
+    return {"unused_session_lifetime_milliseconds": int(value), "check_unused_sessions_milliseconds": int(value)}
+
+
 def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False, *,
           sessions: str | None = None, export_dir: str | None = None) -> None:
     """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first.
@@ -623,7 +656,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
                           extra_patterns=handlers(origins), show=False, start=False, title="Prompt Workbench",
-                          verbose=False)
+                          verbose=False, **session_expiry())
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None

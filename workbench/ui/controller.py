@@ -89,6 +89,7 @@ class Controller:
         self._shown.set()
         self.views: frozenset[str] = frozenset(PARTS)   # the panels' parts the open tabs show
         self._progress_at = 0.0
+        self.closed = False               # close(): the host is gone
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -261,8 +262,15 @@ class Controller:
                            or not self.views <= shown.parts):
             self.request_panels(0)
 
+    def close(self) -> None:
+        """The host is gone (a closed browser tab): a running panels' worker stops at its next turn
+        and nothing new starts. Work already handed to a thread (an export) finishes unshown."""
+        self.closed = True
+        self.views = frozenset()
+        self._panels_ticket += 1
+
     def request_panels(self, delay_ms: int = PANELS_MS) -> None:
-        if not self.views:
+        if self.closed or not self.views:
             return                     # no tab shows them: computed when one opens (set_views)
         if not self.background:
             self.run_panels()
@@ -302,6 +310,8 @@ class Controller:
             error = f"unexpected {type(exc).__name__}: {exc}"
             traceback.print_exc()
         self.host.call_from_thread(lambda: self._panels_done(error))
+        if TRACE and self.closed:     # not "trace ...": those lines are keystroke timings
+            print("closed page: the panels' worker ended", file=sys.stderr, flush=True)
 
     def _progress(self, what: str, done: int, total: int) -> None:
         """From the worker: 'assembling every turn: 120 of 500', at most every PROGRESS_S."""
