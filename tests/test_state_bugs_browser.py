@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from browser import AppServer, open_page
 
 try:
@@ -55,3 +56,48 @@ def test_closing_the_tab_mid_job_stops_the_work_without_a_traceback(browser, tmp
     # (a known gap, reported separately), which open_page lists too.
     page_errors = [e for e in errors if not e.startswith("non-local request")]
     assert not page_errors, f"errors in the page: {page_errors}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
+    base = tmp_path_factory.mktemp("state-bugs")
+    app = AppServer("--sessions", str(base / "sessions"), env={"WORKBENCH_HOME": str(base / "home")},
+                    startup_s=120)
+    try:
+        yield app
+    finally:
+        code = app.stop()
+    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
+
+
+def test_the_export_name_follows_the_session_opened_and_saved(browser, server: AppServer) -> None:  # type: ignore[no-untyped-def]
+    errors: list[str] = []
+    page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+    try:
+        export = page.get_by_label("Export a bundle to (production)")
+        page.get_by_label("Session").select_option(label="tool_agent.json")
+        expect(export).to_have_value("tool_agent", timeout=UPDATE_MS)
+        save = page.get_by_label("Save to (a .json name in the app's folder)")
+        expect(save).to_have_value("tool_agent-edited.json")      # never the shipped sample's name
+        save.fill("renamed.json")
+        save.press("Enter")
+        page.get_by_role("button", name="Save", exact=True).click()
+        expect(page.locator(".wb-file-status")).to_contain_text("saved to", timeout=UPDATE_MS)
+        expect(export).to_have_value("renamed", timeout=UPDATE_MS)
+    finally:
+        page.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def test_a_template_that_renders_nothing_warns_in_the_summary_and_diagnostics(  # type: ignore[no-untyped-def]
+        browser, server: AppServer) -> None:
+    errors: list[str] = []
+    page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+    try:
+        page.get_by_placeholder("paste a Jinja chat template here").fill("{# nothing #}")
+        expect(page.locator(".wb-app-header")).to_contain_text("rendered no text", timeout=UPDATE_MS)
+        tab(page, "Diagnostics")
+        expect(page.locator(".wb-diags")).to_contain_text("empty_render", timeout=UPDATE_MS)
+    finally:
+        page.context.close()
+    assert not errors, f"errors in the page: {errors}"

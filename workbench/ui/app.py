@@ -498,6 +498,8 @@ class WorkbenchApp:
             self._file_status(error=f"not saved: {exc}")
             return
         self._show_picked()
+        # The session has a new name now: the proposed bundle follows it (the old one is another bundle).
+        self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status(f"saved to {target}")
 
     def _revert(self) -> None:
