@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,6 +99,31 @@ def test_a_template_that_renders_nothing_warns_in_the_summary_and_diagnostics(  
         expect(page.locator(".wb-app-header")).to_contain_text("rendered no text", timeout=UPDATE_MS)
         tab(page, "Diagnostics")
         expect(page.locator(".wb-diags")).to_contain_text("empty_render", timeout=UPDATE_MS)
+    finally:
+        page.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def test_deleting_every_message_says_add_one_and_every_view_agrees(browser, server: AppServer) -> None:  # type: ignore[no-untyped-def]
+    errors: list[str] = []
+    page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+    try:
+        page.get_by_label("Session").select_option(label="openai_minimal.json")
+        rows = page.locator(".wb-me-row")
+        expect(rows).to_have_count(4, timeout=UPDATE_MS)
+        for left in (3, 2, 1, 0):
+            rows.first.locator("button[title='delete this message']").click()
+            expect(rows).to_have_count(left)
+        alert = page.locator(".wb-main-alert")
+        expect(alert).to_contain_text("no messages", timeout=UPDATE_MS)
+        expect(alert).to_contain_text("add the user's message")     # what to do, not a template's error
+        expect(alert).not_to_contain_text("no element 0")
+        # The summary line counts the prompt the token view shows (the last that assembled).
+        view = page.locator(".wb-token-view .wb-header")
+        shown = re.search(r"(\d+) tokens", view.inner_text())
+        assert shown, view.inner_text()
+        expect(page.locator(".wb-app-header")).to_contain_text(f"{shown.group(1)} tokens", timeout=UPDATE_MS)
+        expect(page.locator(".wb-file-status")).to_contain_text("1 turns", timeout=UPDATE_MS)
     finally:
         page.context.close()
     assert not errors, f"errors in the page: {errors}"

@@ -536,6 +536,9 @@ class WorkbenchApp:
             f"{message} — the view shows the last prompt that assembled ({self.state.shown})"
         self.alert.param.update(object=html.escape(shown), visible=True)
         self.view.error = message
+        if self.view.header:
+            # The summary line counts what the token view shows (the last good prompt), not an older one.
+            self.header.object = header_html(self.view.header)
 
     def show_editor(self, structural: bool) -> None:
         data = self.controller.editor_data()
