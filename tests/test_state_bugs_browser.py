@@ -29,6 +29,13 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
         time.sleep(0.2)
 
 
+def load_session_messages(name: str) -> list:
+    from workbench.ui.document import SessionDocument
+    from workbench.ui.state import sample_sessions
+    doc = SessionDocument.load(sample_sessions()[name])
+    return list(doc.messages(doc.turn_count))
+
+
 def tab(page, name: str):  # type: ignore[no-untyped-def]
     page.locator(".bk-tab", has_text=name).first.click()
 
@@ -126,4 +133,33 @@ def test_deleting_every_message_says_add_one_and_every_view_agrees(browser, serv
         expect(page.locator(".wb-file-status")).to_contain_text("1 turns", timeout=UPDATE_MS)
     finally:
         page.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def test_a_reload_reopens_the_session_being_edited_with_its_edit(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server = AppServer("--sessions", str(tmp_path / "sessions"), env={"WORKBENCH_HOME": str(tmp_path / "home")},
+                       startup_s=120)
+    errors: list[str] = []
+    try:
+        page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+        picker = page.get_by_label("Session")
+        picker.select_option(label="tool_agent.json")
+        status = page.locator(".wb-file-status")
+        expect(status).to_contain_text("tool_agent.json", timeout=UPDATE_MS)
+        last = page.locator(".wb-me-row").last
+        expect(page.locator(".wb-me-row")).to_have_count(len(load_session_messages("tool_agent.json")))
+        box = last.locator("textarea[data-field=content]")
+        if not box.is_visible():
+            last.locator(".wb-me-head").click(position={"x": 250, "y": 8})   # its text opens it (not its role menu)
+        box.fill("Edited before the reload.")
+        expect(status).to_contain_text("edited (autosaved)", timeout=UPDATE_MS)
+        page.reload()
+        expect(page.locator(".wb-seg").first).to_be_visible(timeout=FIRST_VIEW_MS)
+        expect(status).to_contain_text("tool_agent.json", timeout=UPDATE_MS)      # not support_chat
+        expect(status).to_contain_text("restored your unsaved edits", timeout=UPDATE_MS)
+        expect(page.locator(".wb-token-view")).to_contain_text("Edited before the reload.", timeout=UPDATE_MS)
+        page.context.close()
+    finally:
+        code = server.stop()
+    assert code == 0, f"the server did not stop cleanly ({code}): {server.stderr()}"
     assert not errors, f"errors in the page: {errors}"

@@ -44,6 +44,7 @@ from ..errors import ChannelError, WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
+from . import last_opened
 from .channel import PATH, encode_patch, handlers, open_channel
 from .charts import budget_figure
 from .controller import Controller
@@ -295,7 +296,10 @@ class WorkbenchApp:
                  files: AppFiles | None = None):
         pn.extension("plotly")
         self.files = files if files is not None else AppFiles.create(given=session_path)
-        self.state = WorkbenchState(session_path, autosave=autosave if autosave is not None else Autosave())
+        autosave = autosave if autosave is not None else Autosave()
+        if session_path is None:      # none named on the command line: the session a page last opened
+            session_path = last_opened.recall(autosave.folder, self.files)
+        self.state = WorkbenchState(session_path, autosave=autosave)
         self.host = PanelHost(self)
         self.controller = Controller(self.state, self.host, background=self.host.doc is not None, files=self.files)
         s = self.state
@@ -459,9 +463,14 @@ class WorkbenchApp:
             self._file_status(error=f"not opened: {exc}")
             return
         self._show_picked()
+        self._remember()
         self.save_path.value = self.files.default_save_name(self.state.doc)
         self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status()
+
+    def _remember(self) -> None:
+        if self.state.autosave is not None:
+            last_opened.remember(self.state.autosave.folder, self.files, self.state.doc.path)
 
     def _on_upload(self, event: Any) -> None:
         if not event.new:
@@ -498,6 +507,7 @@ class WorkbenchApp:
             self._file_status(error=f"not saved: {exc}")
             return
         self._show_picked()
+        self._remember()
         # The session has a new name now: the proposed bundle follows it (the old one is another bundle).
         self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status(f"saved to {target}")
