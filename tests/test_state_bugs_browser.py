@@ -51,7 +51,8 @@ def test_closing_the_tab_mid_job_stops_the_work_without_a_traceback(browser, tmp
         page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
         tab(page, "Cache")
         # The worker is running: its progress line counts the turns.
-        expect(page.locator(".wb-panels-status")).to_contain_text("of 500", timeout=SLOW_S * 1000)
+        expect(page.locator(".wb-panels-status")).to_contain_text(re.compile(r"turn \d+ of \d+"),
+                                                                   timeout=SLOW_S * 1000)
         page.context.close()
         wait_for(lambda: "closed page: the panels' worker ended" in server.stderr(None), SLOW_S,
                  f"the closed page's worker to end; stderr: {server.stderr()}")
