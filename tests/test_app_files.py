@@ -163,9 +163,11 @@ def test_overwriting_asks_first_and_keeps_the_file_mode(controller: Controller, 
     (root / "folder.json").mkdir()
     with pytest.raises(FileAccessError, match="is a folder"):
         controller.save("folder.json", overwrite=True)
-    # A new file is private, whatever the umask.
+    # A new file gets the usual mode (0666 less the umask), as any editor's save (issue 17).
     controller.save("fresh.json")
-    assert stat.S_IMODE((root / "fresh.json").stat().st_mode) == 0o600
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE((root / "fresh.json").stat().st_mode) == 0o666 & ~mask
     assert sorted(p.name for p in root.iterdir()) == ["folder.json", "fresh.json", "other.json", "taken.json"]
 
 
@@ -463,3 +465,29 @@ def test_bad_folders_are_one_error_line_and_exit_2(tmp_path: Path, argv: list[st
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert says in r.stderr and r.stdout == ""
+
+
+# ------------------------------------------------------------------------------ issue 17: Save to
+def test_save_proposes_an_edited_copy_of_a_sample_and_gives_the_usual_mode(tmp_path: Path) -> None:
+    # The sessions folder is the samples' own folder: the worst case for a proposed name.
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    sample = folder / SMALL
+    sample.write_text(Path(SAMPLES[SMALL]).read_text())
+    sample.chmod(0o444)
+    f = AppFiles.create(folder, tmp_path / "exports", samples={SMALL: str(sample)})
+    state = WorkbenchState(str(sample), autosave=None)
+    c = Controller(state, Host(), background=False, files=f)
+    proposed = f.default_save_name(state.doc)
+    assert proposed == SMALL.replace(".json", "-edited.json")
+    state.apply({"op": "set", "index": 0, "field": "content", "value": "changed"})
+    old_mask = os.umask(0o027)
+    try:
+        target = c.save(None)                        # Save with an empty box: the proposed name
+    finally:
+        os.umask(old_mask)
+    assert target == (folder / proposed).resolve()
+    assert json.loads(sample.read_text()) == json.loads(Path(SAMPLES[SMALL]).read_text())   # the sample untouched
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640          # 0666 less the umask, not a tempfile's 0600
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]   # no temporary file left
+    assert f.default_save_name(state.doc) == proposed              # now the saved file: its own name

@@ -64,3 +64,20 @@ def test_teaching_runs_and_tells_the_whole_story() -> None:
     # the token view was displayed as a widget, and each step as HTML
     assert any(is_widget(c) for c in nb.cells if c.cell_type == "code")
     assert sum('<mark class="wb-t-special">' in o.get("data", {}).get("text/html", "") for o in outputs) >= 2
+
+
+def test_each_notebooks_first_cell_runs_outside_the_repository(tmp_path: Path) -> None:
+    # Issue 17: the first cell walked up from the current folder looking for sample_sessions/ and,
+    # copied out of the repository, never stopped. It reads the package's shipped samples now.
+    for name in ("quickstart.ipynb", "teaching.ipynb"):
+        nb = nbformat.read(ROOT / "docs" / "notebooks" / name, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        check = nbformat.v4.new_code_cell("import json, os\n"
+                                          "print(json.dumps({'cwd': os.getcwd(), 'found': samples.is_dir(), "
+                                          "'support_chat': (samples / 'support_chat.json').is_file()}))")
+        nb.cells = [first, check]
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        out = printed(nb.cells[1])
+        assert Path(out["cwd"]).resolve() == tmp_path.resolve() and not tmp_path.resolve().is_relative_to(ROOT)
+        assert out["found"] and out["support_chat"], (name, out)

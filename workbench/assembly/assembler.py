@@ -247,6 +247,10 @@ class Assembler:
         chain = _chain(conv, built, previous)
         key = prompt_key(req.ctx.fingerprint, conv.tools, chain, built.gen)
         bud = _budget(req.win, built, outcome, previous)
+        if bud.used == 0 and conv.messages:
+            # A template that renders nothing (a `{# nothing #}` custom template) is a bug, not a prompt.
+            diags.append(warning("empty_render", f"the template rendered no text for {len(conv.messages)} "
+                                 "message(s): 0 tokens"))
         if bud.used > bud.input_budget:
             diags.append(warning("over_budget", f"prompt uses {bud.used} tokens, {bud.used - bud.input_budget}"
                                  f" over the input budget of {bud.input_budget}"))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import html
+import os
 import socket
 import sys
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from ..errors import ChannelError, ShareError, WorkbenchError
 from ..sessions import load_session
 from ..templates import shipped_names
 from ..tokenizers import names as tokenizer_names
+from . import last_opened
 from .budget_controls import PanelBudgetControls
 from .channel import PATH, encode_patch, handlers, open_channel
 from .charts import budget_figure
@@ -240,19 +242,38 @@ class PanelHost:
         self.app = app
         self.doc = pn.state.curdoc if pn.state.curdoc is not None and pn.state.curdoc.session_context else None
 
+    @property
+    def closed(self) -> bool:
+        """The page's session is gone (tab closed): Bokeh destroyed its document, whose callback
+        methods then fail (AttributeError on its callback lists). Nothing is shown there anymore."""
+        return self.doc is not None and self.doc.session_context is None
+
+    def _hand_off(self, add: Callable[[], Any]) -> None:
+        if self.closed:
+            return
+        try:
+            add()
+        except AttributeError:
+            # Destroyed between the check and the call (from a worker thread): the page is gone,
+            # so what it would have shown has nowhere to go.
+            if not self.closed:
+                raise
+
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> None:
-        if self.doc is None:
+        doc = self.doc
+        if doc is None:
             fn()
         elif delay_ms <= 0:
-            self.doc.add_next_tick_callback(fn)
+            self._hand_off(lambda: doc.add_next_tick_callback(fn))
         else:
-            self.doc.add_timeout_callback(fn, delay_ms)
+            self._hand_off(lambda: doc.add_timeout_callback(fn, delay_ms))
 
     def call_from_thread(self, fn: Callable[[], None]) -> None:
-        if self.doc is None:
+        doc = self.doc
+        if doc is None:
             fn()
         else:
-            self.doc.add_next_tick_callback(fn)
+            self._hand_off(lambda: doc.add_next_tick_callback(fn))
 
     def show_result(self, result: AssemblyResult) -> None:
         self.app.show_result(result)
@@ -323,7 +344,10 @@ class WorkbenchApp:
                  files: AppFiles | None = None, share: str | None = None, host_header: str | None = None):
         pn.extension("plotly")
         self.files = files if files is not None else AppFiles.create(given=session_path)
-        self.state = WorkbenchState(session_path, autosave=autosave if autosave is not None else Autosave())
+        autosave = autosave if autosave is not None else Autosave()
+        if session_path is None and share is None:   # none named, no link: the session a page last opened
+            session_path = last_opened.recall(autosave.folder, self.files)
+        self.state = WorkbenchState(session_path, autosave=autosave)
         self._base_url = base_url(host_header)
         share_error = ""
         if share is not None:     # the page was opened from a shared link (?state=): its content, never a path
@@ -385,6 +409,9 @@ class WorkbenchApp:
         if self.channel is not None:
             self.editor.channel = self.view.channel = {"path": PATH, "token": self.channel.token}
             pn.state.on_session_destroyed(lambda _context, ch=self.channel: ch.close())
+        if self.host.doc is not None:
+            # A closed tab stops its page's background work (the panels' worker ends at its next turn).
+            pn.state.on_session_destroyed(lambda _context: self.controller.close())
         self.cache = pn.pane.HTML('<div class="wb-cache">computing every turn…</div>', sizing_mode="stretch_width",
                                   stylesheets=[CSS])
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
@@ -556,9 +583,14 @@ class WorkbenchApp:
             return
         self._show_picked()
         self._compare_options()      # a snapshot pinned from the other session is not offered
+        self._remember()
         self.save_path.value = self.files.default_save_name(self.state.doc)
         self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status()
+
+    def _remember(self) -> None:
+        if self.state.autosave is not None:
+            last_opened.remember(self.state.autosave.folder, self.files, self.state.doc.path)
 
     def _on_upload(self, event: Any) -> None:
         if not event.new:
@@ -595,6 +627,9 @@ class WorkbenchApp:
             self._file_status(error=f"not saved: {exc}")
             return
         self._show_picked()
+        self._remember()
+        # The session has a new name now: the proposed bundle follows it (the old one is another bundle).
+        self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status(f"saved to {target}")
 
     def _revert(self) -> None:
@@ -634,6 +669,9 @@ class WorkbenchApp:
             f"{message} — the view shows the last prompt that assembled ({self.state.shown})"
         self.alert.param.update(object=html.escape(shown), visible=True)
         self.view.error = message
+        if self.view.header:
+            # The summary line counts what the token view shows (the last good prompt), not an older one.
+            self.header.object = header_html(self.view.header)
 
     def show_editor(self, structural: bool) -> None:
         data = self.controller.editor_data()
@@ -789,6 +827,16 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def session_expiry() -> dict[str, int]:
+    """How soon a closed tab's session is destroyed (its state freed, its background work stopped):
+    Bokeh's defaults (15 s after the last connection, checked every 17 s) unless
+    WORKBENCH_SESSION_EXPIRY_MS names one delay for both (the tests, a machine short of memory)."""
+    value = os.environ.get("WORKBENCH_SESSION_EXPIRY_MS", "")
+    if not value.isdigit() or int(value) <= 0:
+        return {}
+    return {"unused_session_lifetime_milliseconds": int(value), "check_unused_sessions_milliseconds": int(value)}
+
+
 def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False, *,
           sessions: str | None = None, export_dir: str | None = None) -> None:
     """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first.
@@ -812,7 +860,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
                           extra_patterns=handlers(origins), show=False, start=False, title="Prompt Workbench",
-                          verbose=False)
+                          verbose=False, **session_expiry())
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None

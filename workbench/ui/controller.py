@@ -94,6 +94,7 @@ class Controller:
         self.runner: Any = None           # the Run tab's engines (run_panel.Runner), made on first use
         self._generating: threading.Event | None = None
         self._prefill_ticket = 0          # bumped by a new prefill and by cancel_prefill
+        self.closed = False               # close(): the host is gone
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -298,8 +299,15 @@ class Controller:
                            or not self.views <= shown.parts):
             self.request_panels(0)
 
+    def close(self) -> None:
+        """The host is gone (a closed browser tab): a running panels' worker stops at its next turn
+        and nothing new starts. Work already handed to a thread (an export) finishes unshown."""
+        self.closed = True
+        self.views = frozenset()
+        self._panels_ticket += 1
+
     def request_panels(self, delay_ms: int = PANELS_MS) -> None:
-        if not self.views:
+        if self.closed or not self.views:
             return                     # no tab shows them: computed when one opens (set_views)
         if not self.background:
             self.run_panels()
@@ -339,6 +347,8 @@ class Controller:
             error = f"unexpected {type(exc).__name__}: {exc}"
             traceback.print_exc()
         self.host.call_from_thread(lambda: self._panels_done(error))
+        if TRACE and self.closed:     # not "trace ...": those lines are keystroke timings
+            print("closed page: the panels' worker ended", file=sys.stderr, flush=True)
 
     def _progress(self, what: str, done: int, total: int) -> None:
         """From the worker: 'assembling every turn: 120 of 500', at most every PROGRESS_S."""

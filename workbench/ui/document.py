@@ -56,7 +56,18 @@ _RUN = secrets.token_hex(4)
 _TEMP_RE = re.compile(r"\.(?P<stem>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]{1,10})-(?P<run>[0-9a-f]{8})-[0-9a-f]{8}"
                       r"\.(?P<kind>wbtmp|wbexport)", re.S)
 STALE_AFTER_S = 3600.0    # no save or export takes an hour: older temporary files are left by a crash
-NEW_FILE_MODE = 0o600     # a new session file is private (sessions hold conversations); a replaced one keeps its mode
+NEW_FILE_MODE = 0o600     # a new autosave is private (the app's own record); a replaced file keeps its mode
+
+
+def umask_mode() -> int:
+    """The mode a plain new file gets here (0o666 less the umask), as an editor's save would give it."""
+    try:    # Linux says it without changing it (os.umask sets it, process-wide, for a moment)
+        with open("/proc/self/status", encoding="ascii") as f:
+            mask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
 TEMP_STEM_BYTES = 96      # the target's name in its temporary file's, cut so that the whole stays under 255 bytes
 
 
@@ -130,11 +141,13 @@ def _fsync_folder(dir_fd: int) -> None:
             raise       # some filesystems cannot sync a folder: the rename is as durable as they allow
 
 
-def atomic_write(path: str | Path, text: str | bytes, *, make_folder: bool = True) -> None:
+def atomic_write(path: str | Path, text: str | bytes, *, make_folder: bool = True,
+                 new_mode: int = NEW_FILE_MODE) -> None:
     """Write `text` (str: as UTF-8) to `path` so that readers see the old file or the new one, never a torn one, and
     the new one survives a crash once this returns. An existing file keeps its mode (and owner,
     where allowed); a link or a folder at `path` is refused, never followed or replaced.
-    `make_folder`: create the folder (and its parents) if missing."""
+    `make_folder`: create the folder (and its parents) if missing; `new_mode`: a new file's mode
+    (set on the temporary file before the rename, which is created 0600)."""
     p = Path(path)
     try:
         if make_folder:
@@ -144,12 +157,12 @@ def atomic_write(path: str | Path, text: str | bytes, *, make_folder: bool = Tru
         raise SessionFileError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
                                hint="choose a folder you can write to") from None
     try:
-        _write_in(dir_fd, p, text)
+        _write_in(dir_fd, p, text, new_mode)
     finally:
         os.close(dir_fd)
 
 
-def _write_in(dir_fd: int, p: Path, text: str | bytes) -> None:
+def _write_in(dir_fd: int, p: Path, text: str | bytes, new_mode: int) -> None:
     name = p.name
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -173,7 +186,7 @@ def _write_in(dir_fd: int, p: Path, text: str | bytes) -> None:
             f.flush()
             # The replaced file's mode, not the temporary file's 0600 or the umask's: a save must not
             # change who may read the file.
-            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old is not None else NEW_FILE_MODE)
+            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old is not None else new_mode)
             if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
                 try:
                     os.fchown(f.fileno(), old.st_uid, old.st_gid)
@@ -423,7 +436,7 @@ class SessionDocument:
         if target is None:
             raise SessionFileError("this session has no file yet", hint="give a path to save it to")
         parse_session(self.data, str(target))   # never write a file that would not load again
-        atomic_write(target, self.to_text())
+        atomic_write(target, self.to_text(), new_mode=umask_mode())   # the user's file: the usual mode
         self.path, self.name, self.dirty = str(target), target.name, False
         return target
 

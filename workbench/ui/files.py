@@ -230,12 +230,16 @@ class AppFiles:
 
     # saving ----------------------------------------------------------------------------------------
     def default_save_name(self, doc: SessionDocument) -> str:
-        """What "Save to" proposes: the document's file name, if that is a name the folder takes."""
+        """What "Save to" proposes: the document's file name, if that is a name the folder takes; for
+        a shipped sample NAME-edited.json, so that a save never proposes to replace a shipped sample
+        (the sessions folder may be the samples' own folder)."""
         name = Path(doc.path).name if doc.path else doc.name
+        if doc.path is not None and (self.key_of(doc.path) or "").startswith("sample:"):
+            name = f"{Path(name).stem}-edited{SESSION_SUFFIX}"
         try:
             return check_name(name, "save to", "", suffix=SESSION_SUFFIX)
         except FileAccessError:
-            return "session.json"
+            return "session-edited.json"
 
     def save_target(self, name: Any, *, current: str | None, overwrite: bool) -> Path:
         """Where "Save to" `name` writes. Taken by another file: OverwriteNeeded unless `overwrite`

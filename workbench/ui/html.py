@@ -26,14 +26,20 @@ CSS = """
 """
 
 
+SUMMARY_CODES = ("empty_render", "no_messages")   # diagnostics the summary line repeats
+
+
 def header_html(h: dict[str, Any]) -> str:
     """The one-line summary, from a token-view patch's header."""
     b = h["budget"]
     over = f" · <b>over by {-b['free']}</b>" if b["free"] < 0 else f" · {b['free']} free"
     dropped = f" · truncation dropped {len(h['dropped'])} message(s)" if h["dropped"] else ""
+    # Warnings that no segment carries and no other part of the line says (0 tokens looks like a result).
+    said = "".join(f' · <span class="wb-diag-warning">{escape(d["message"])}</span>'
+                   for d in h["diagnostics"] if d.get("code") in SUMMARY_CODES)
     return (f'<div class="wb-app-header"><b class="wb-total">{h["total_tokens"]} tokens</b> · '
             f'{h["reused_segments"]} of {h["segments"]} segments reused · budget {b["used"]}/{b["input_budget"]}'
-            f'{over}{dropped} · {escape(h["template"])} / {escape(h["tokenizer"])} · '
+            f'{over}{dropped}{said} · {escape(h["template"])} / {escape(h["tokenizer"])} · '
             f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>')
 
 
