@@ -245,7 +245,7 @@ def test_the_app_has_a_compare_tab(tmp_path: Path) -> None:
     from workbench.ui.app import WorkbenchApp
     from workbench.ui.document import Autosave
     app = WorkbenchApp(CODING, autosave=Autosave(tmp_path))   # no server: the runner works inline
-    app.tabs.active = len(app.tabs) - 2                        # Compare, before Diagnostics
+    app.tabs.active = len(app.tabs) - 3                        # Compare, before Run and Diagnostics
     assert app.comparer.open
     page = app.compare_out.object
     assert "wb-cmp-grid" in page and "B: qwen3" in page and "Cache figures" in page

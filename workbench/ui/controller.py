@@ -497,8 +497,9 @@ class Controller:
         def work() -> None:
             try:
                 result, error = fn(), ""
-            except Cancelled:
-                result, error = None, CANCELLED
+            except Cancelled as exc:
+                # The KV tab tells a cancel by CANCELLED; the others show the reason.
+                result, error = None, CANCELLED if name == "prefill" else str(exc)
             except WorkbenchError as exc:
                 result, error = None, str(exc)
             except Exception as exc:  # noqa: BLE001 - the page stays up: the error shows where it was asked for
