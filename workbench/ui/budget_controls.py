@@ -72,8 +72,32 @@ class _Controls:
                 "" if s.reserve_explicit is None else str(s.reserve_explicit), s.policy,
                 {"context_window": str(s.context_window), "reserve": str(s.reserve)})
 
-    def show(self) -> None:
+    # Made by a host subclass: the three widgets, and a way to set a control's note.
+    window: Any
+    reserve: Any
+    policy: Any
+
+    def _note(self, control: str, text: str) -> None:
         raise NotImplementedError
+
+    def show(self) -> None:
+        s = self.settings()
+        for c, text in notes_html(s, self.errors).items():
+            self._note(c, text)
+        if s is not None:
+            _, _, _, holders = self.values()
+            self.window.placeholder, self.reserve.placeholder = holders["context_window"], holders["reserve"]
+
+    def reset(self) -> None:
+        """The boxes as the document says (another session opened, or reverted)."""
+        window, reserve, policy, _ = self.values()
+        self._quiet = True
+        try:
+            self.window.value, self.reserve.value, self.policy.value = window, reserve, policy
+        finally:
+            self._quiet = False
+        self.errors = {}
+        self.show()
 
 
 class PanelBudgetControls(_Controls):
@@ -97,25 +121,9 @@ class PanelBudgetControls(_Controls):
                                zip(CONTROLS, (self.window, self.reserve, self.policy))))
         self.show()
 
-    def show(self) -> None:
-        s = self.settings()
-        for c, text in notes_html(s, self.errors).items():
-            if self.notes[c].object != text:
-                self.notes[c].object = text
-        if s is not None:
-            _, _, _, holders = self.values()
-            self.window.placeholder, self.reserve.placeholder = holders["context_window"], holders["reserve"]
-
-    def reset(self) -> None:
-        """The boxes as the document says (another session opened, or reverted)."""
-        window, reserve, policy, _ = self.values()
-        self._quiet = True
-        try:
-            self.window.value, self.reserve.value, self.policy.value = window, reserve, policy
-        finally:
-            self._quiet = False
-        self.errors = {}
-        self.show()
+    def _note(self, control: str, text: str) -> None:
+        if self.notes[control].object != text:
+            self.notes[control].object = text
 
 
 class NotebookBudgetControls(_Controls):
@@ -138,21 +146,6 @@ class NotebookBudgetControls(_Controls):
                               zip(CONTROLS, (self.window, self.reserve, self.policy))])
         self.show()
 
-    def show(self) -> None:
-        s = self.settings()
-        for c, text in notes_html(s, self.errors).items():
-            if self.notes[c].value != text:
-                self.notes[c].value = text
-        if s is not None:
-            _, _, _, holders = self.values()
-            self.window.placeholder, self.reserve.placeholder = holders["context_window"], holders["reserve"]
-
-    def reset(self) -> None:
-        window, reserve, policy, _ = self.values()
-        self._quiet = True
-        try:
-            self.window.value, self.reserve.value, self.policy.value = window, reserve, policy
-        finally:
-            self._quiet = False
-        self.errors = {}
-        self.show()
+    def _note(self, control: str, text: str) -> None:
+        if self.notes[control].value != text:
+            self.notes[control].value = text
