@@ -6,17 +6,13 @@ serve-engine` started as a subprocess."""
 
 from __future__ import annotations
 
-import os
-import queue
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from browser import free_port
+from engine_server import tiny_engine_server
 
 from workbench import Assembler
 from workbench.difference import first_difference
@@ -210,19 +206,8 @@ def test_cancel_and_bad_engines_show_inline_and_change_nothing(tmp_path: Path) -
 # ------------------------------------------------------------------------------ remote
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli.main", "serve-engine", "--model", "tiny",
-                             "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] and lines.put(None), daemon=True).start()
-    try:
-        line = lines.get(timeout=120)
-        assert line and line.startswith("serving tiny"), (line, proc.stderr.read() if proc.poll() is not None else "")
-        yield line.rsplit(" on ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with tiny_engine_server() as url:
+        yield url
 
 
 def test_a_remote_server_generates_the_same_reply_and_reports_its_cache(server: str, engine: Engine,

@@ -6,16 +6,12 @@ their documented request and response shapes, which this server answers in."""
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from browser import free_port
+from engine_server import tiny_engine_server
 
 from workbench import Assembler, load_session
 from workbench.cli.main import main
@@ -28,19 +24,8 @@ SESSION = ROOT / "sample_sessions" / "tool_agent.json"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli.main", "serve-engine", "--model", "tiny",
-                             "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] and lines.put(None), daemon=True).start()
-    try:
-        line = lines.get(timeout=120)
-        assert line and line.startswith("serving tiny"), (line, proc.stderr.read() if proc.poll() is not None else "")
-        yield line.rsplit(" on ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with tiny_engine_server() as url:
+        yield url
 
 
 def test_cached_tokens_follow_the_conversation_and_tokenization_matches(server: str) -> None:
