@@ -97,6 +97,23 @@ def test_a_session_too_long_for_a_link_says_so_and_fits_in_a_cell() -> None:
     assert decode(text, max_chars=len(text)).session == s.doc.data
 
 
+@pytest.mark.parametrize("policy", ["chunked", "summary-slot", "none"])
+def test_the_truncation_policy_and_window_travel_with_the_link(policy: str) -> None:
+    s = state_of("support_chat.json")
+    s.set_budget(context_window="3000", reserve="500", policy=policy)
+    shown = s.assemble()
+    assert s.overflow is not None                                      # the window truncates (or overflows)
+    again = WorkbenchState(autosave=None, restore=False)
+    open_text(again, share_text(s))
+    reopened = again.assemble()
+    assert again.policy == policy and again.budget_settings() == s.budget_settings()
+    assert np.array_equal(reopened.token_ids, shown.token_ids)
+    assert again.overflow is not None and again.overflow.flags == s.overflow.flags
+    # A link made before the policy travelled (no "policy" key) opens with the default one.
+    assert "policy" not in SharedState(session=s.doc.data).to_json()
+    assert decode(encode(SharedState(session=s.doc.data))).policy == "sliding"
+
+
 def good() -> dict:
     return SharedState(session={"format": "openai", "messages": [{"role": "user", "content": "hi"}]}).to_json()
 
@@ -126,6 +143,8 @@ def good() -> dict:
     (pack(json.dumps({**good(), "session": "/etc/passwd"}).encode()), "session is a JSON object"),
     (pack(json.dumps({**good(), "session": {"requests": 5}}).encode()), "the shared session: 'requests' must"),
     (pack(json.dumps({**good(), "custom_template": "x" * 1_000_001}).encode()), "custom_template is"),
+    (pack(json.dumps({**good(), "policy": "drop-everything"}).encode()), "unknown truncation policy"),
+    (pack(json.dumps({**good(), "policy": 3}).encode()), "policy is text"),
 ])
 def test_hostile_strings_are_refused_at_their_step(text: str, says: str) -> None:
     with pytest.raises(ShareError, match=says):

@@ -1,8 +1,8 @@
 """Shared state: what the workbench shows, as one URL-safe string (a link's `?state=`, a notebook cell).
 
 The string carries content, never paths: the session file's JSON object, the template's name (a
-shipped one) or a custom template's source, the tokenizer's name, and the selected turn. It is
-`base64url(zlib(JSON))`, without padding. Reading one is hostile input by default, so every step
+shipped one) or a custom template's source, the tokenizer's name, the truncation policy and the
+selected turn. It is `base64url(zlib(JSON))`, without padding. Reading one is hostile input by default, so every step
 is bounded before the next one runs:
 
 1. the string's length (`max_chars`; a link defaults to what a browser and the app's server carry),
@@ -11,7 +11,7 @@ is bounded before the next one runs:
    a small string that inflates to gigabytes stops at `MAX_JSON_BYTES` and is refused;
 3. the JSON, through `strict_json` (depth, huge integers, NaN, lone surrogates);
 4. the shape: the keys below and no others, each of its type and size; the template a known name;
-   the tokenizer a known name or "auto"; the session checked as a loaded session file is
+   the tokenizer a known name or "auto"; the policy a known one; the session checked as a loaded session file is
    (`sessions.parse_session`), the turn one it has.
 
 What the string holds is never trusted further than an uploaded session file: the session's text
@@ -35,6 +35,7 @@ from .errors import SessionFileError, ShareError
 from .sessions import parse_session
 from .templates import DEFAULT_TEMPLATE, shipped_names
 from .tokenizers import names as tokenizer_names
+from .truncation import POLICIES, TruncationPolicy
 
 VERSION = 1
 AUTO = "auto"                              # the tokenizer: the template's own
@@ -44,7 +45,8 @@ MAX_CELL_CHARS = 16 * 1024 * 1024          # a notebook cell has no such limit; 
 MAX_JSON_BYTES = 32 * 1024 * 1024          # decompressed: a zip bomb stops here
 MAX_NAME_CHARS = 100
 MAX_TEMPLATE_CHARS = 1_000_000             # the app's template box holds as much
-KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn"})
+KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn", "policy"})
+DEFAULT_POLICY = TruncationPolicy().strategy
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
 
 
@@ -58,6 +60,7 @@ class SharedState:
     tokenizer: str = AUTO
     custom_template: str = ""
     turn: int | None = None                # None: the last turn
+    policy: str = DEFAULT_POLICY           # the truncation policy (truncation.POLICIES)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "session": self.session, "name": self.name, "template": self.template,
@@ -66,6 +69,8 @@ class SharedState:
             out["custom_template"] = self.custom_template
         if self.turn is not None:
             out["turn"] = self.turn
+        if self.policy != DEFAULT_POLICY:
+            out["policy"] = self.policy
         return out
 
 
@@ -145,7 +150,7 @@ def from_json(data: Any) -> SharedState:
                         template=_text(data, "template", DEFAULT_TEMPLATE, 100),
                         tokenizer=_text(data, "tokenizer", AUTO, 100),
                         custom_template=_text(data, "custom_template", "", MAX_TEMPLATE_CHARS),
-                        turn=turn)
+                        turn=turn, policy=_text(data, "policy", DEFAULT_POLICY, 100))
     check(state)
     return state
 
@@ -167,6 +172,9 @@ def check(state: SharedState) -> None:
     if state.tokenizer != AUTO and state.tokenizer not in tokenizer_names():
         raise ShareError(f"unknown tokenizer {state.tokenizer[:60]!r} in the shared state",
                          hint=f"{AUTO} or one of {', '.join(tokenizer_names())}")
+    if state.policy not in POLICIES:
+        raise ShareError(f"unknown truncation policy {state.policy[:60]!r} in the shared state",
+                         hint=f"one of {', '.join(POLICIES)}")
     if not isinstance(state.session, dict):
         raise ShareError("the shared state's session is a JSON object (a session file)")
     try:

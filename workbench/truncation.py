@@ -38,6 +38,8 @@ from .tokenizers.base import Tokenizer
 
 Unit = tuple[int, ...]  # indices into the conversation's messages
 STRATEGIES = ("sliding", "chunked", "summary-slot")
+NO_TRUNCATION = "none"                       # a policy name: an over-budget prompt is kept whole
+POLICIES = (*STRATEGIES, NO_TRUNCATION)      # what a user picks (the workbench, a shared link)
 
 
 class Dropped(NamedTuple):

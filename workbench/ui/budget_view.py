@@ -28,15 +28,14 @@ import numpy as np
 
 from ..errors import BudgetSettingError
 from ..segments import Segment, originals
-from ..truncation import STRATEGIES, TruncationPolicy, plan
+from ..truncation import NO_TRUNCATION, POLICIES, STRATEGIES, TruncationPolicy, plan
 
 if TYPE_CHECKING:
     from ..assembly.result import AssemblyResult
     from ..tokenizers.base import Tokenizer
     from .document import SessionDocument
 
-NONE = "none"                                  # no truncation: an over-budget prompt is shown as it is
-POLICIES = (*STRATEGIES, NONE)
+NONE = NO_TRUNCATION                           # no truncation: an over-budget prompt is shown as it is
 POLICY_LABELS = {"sliding": "sliding", "chunked": "chunked", "summary-slot": "summary-slot",
                  NONE: "none: show all"}
 MAX_WINDOW = 100_000_000                       # past this, a typo (no model reads that many tokens)

@@ -2,11 +2,12 @@
 are in `workbench/share.py`).
 
 `shared_state(state)` is what a link or a notebook cell carries: the session's JSON object as it is
-being edited (its tools, variables and context window with it), its name as a label, the template
-or custom template, the tokenizer and the selected turn. `apply_shared(state, shared)` puts a
-decoded one into a `WorkbenchState`: a new document with no path (the link carries content, never a
-file to read), the choices, the turn. A custom template from a link renders where a typed one does:
-in the isolated worker process (`WorkbenchState.assembler`).
+being edited (its tools, variables, context window and reserve with it), its name as a label, the
+template or custom template, the tokenizer, the truncation policy and the selected turn.
+`apply_shared(state, shared)` puts a decoded one into a `WorkbenchState`: a new document with no
+path (the link carries content, never a file to read), the choices, the turn. A custom template
+from a link renders where a typed one does: in the isolated worker process
+(`WorkbenchState.assembler`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 def shared_state(state: WorkbenchState) -> SharedState:
     return SharedState(session=state.doc.data, name=state.doc.name, template=state.template,
                        tokenizer=state.tokenizer, custom_template=state.custom_source,
-                       turn=state.turn if state.turn != state.doc.turn_count else None)
+                       turn=state.turn if state.turn != state.doc.turn_count else None, policy=state.policy)
 
 
 def share_text(state: WorkbenchState, *, max_chars: int = MAX_LINK_CHARS) -> str:
@@ -39,6 +40,7 @@ def apply_shared(state: WorkbenchState, shared: SharedState) -> None:
     state.restored_at = None
     state.open(doc)
     state.choose(template=shared.template, tokenizer=shared.tokenizer, custom_source=shared.custom_template)
+    state.set_budget(policy=shared.policy)
     if shared.turn is not None:
         state.select_turn(shared.turn)
 
