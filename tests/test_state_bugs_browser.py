@@ -105,6 +105,12 @@ def test_deleting_every_message_says_add_one_and_every_view_agrees(browser, serv
         assert shown, view.inner_text()
         expect(page.locator(".wb-app-header")).to_contain_text(f"{shown.group(1)} tokens", timeout=UPDATE_MS)
         expect(page.locator(".wb-file-status")).to_contain_text("1 turns", timeout=UPDATE_MS)
+        # The slower tabs say the same, not the figures of the prompt that was deleted.
+        tab(page, "Cache")
+        notes = page.locator(".wb-not-computed")      # the Cache, Prefix diff and Teach tabs
+        expect(notes).to_have_count(3, timeout=UPDATE_MS)
+        for k in range(3):
+            expect(notes.nth(k)).to_contain_text("add the user's message")
     finally:
         page.context.close()
     assert not errors, f"errors in the page: {errors}"

@@ -253,6 +253,7 @@ class _Host:
     def show_panels(self, panels): pass                           # noqa: ANN001, ANN201, E704
     def show_autosaved(self): pass                                # noqa: ANN201, E704
     def show_progress(self, text): pass                           # noqa: ANN001, ANN201, E704
+    def show_panels_failed(self, error): pass                     # noqa: ANN001, ANN201, E704
 
 
 def test_the_controller_returns_inline_errors_and_keeps_the_last_good_view() -> None:

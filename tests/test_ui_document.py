@@ -132,6 +132,7 @@ class RecordingHost:
         self.edit_errors: list[dict] = []
         self.panels: list[Any] = []
         self.progress: list[str] = []
+        self.panels_failed: list[str] = []
         self.autosaved = 0
 
     def call_later(self, delay_ms: int, fn: Any) -> None:
@@ -164,6 +165,9 @@ class RecordingHost:
     def show_progress(self, text: str) -> None:
         self.progress.append(text)
 
+    def show_panels_failed(self, error: str) -> None:
+        self.panels_failed.append(error)
+
 
 def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(tmp_path: Path) -> None:
     state = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
@@ -190,6 +194,26 @@ def test_controller_edits_assemble_autosave_and_refresh_only_the_touched_turns(t
     # Restored after a "reload": a new state over the same file finds the edits.
     again = WorkbenchState(SAMPLES["support_chat.json"], autosave=Autosave(tmp_path))
     assert again.restored_at is not None and again.doc.messages(1)[3]["content"] == "early edit"
+
+
+def test_with_no_messages_left_the_panels_say_why_and_come_back_with_the_first_message(tmp_path: Path) -> None:
+    state = WorkbenchState(SAMPLES["openai_minimal.json"], autosave=Autosave(tmp_path))
+    host = RecordingHost()
+    c = Controller(state, host, background=False)
+    c.refresh()
+    c.request_panels()
+    assert host.panels and not host.panels_failed
+    for _ in range(len(state.doc.messages(state.turn)) - 1):
+        c.op({"op": "delete", "index": 0})
+    assert not host.panels_failed
+    shown = len(host.panels)
+    c.op({"op": "delete", "index": 0})
+    # Nothing to assemble: the panels are not the figures of the prompt that was deleted.
+    assert len(host.panels) == shown and "add the user's message" in host.panels_failed[-1]
+    assert c.panel_error == host.panels_failed[-1]
+    c.op({"op": "insert", "index": 0, "message": {"role": "user", "content": "back again"}})
+    assert len(host.panels) > shown and host.panels[-1].generation == state.generation
+    assert c.panel_error == ""
 
 
 class LaterHost(RecordingHost):

@@ -54,7 +54,7 @@ from .compare_html import compare_html
 from .controller import CANCELLED, Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
-from .html import CSS, cache_html, diagnostics_html, export_html, header_html, prefix_diff_html
+from .html import CSS, cache_html, diagnostics_html, export_html, header_html, not_computed_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
 from .semantic_panel import semantic_html
@@ -186,6 +186,12 @@ class TeachingPanel:
         if self.walk.load(panels, panels.previous):
             self.go(0)
 
+    def not_computed(self, note: str) -> None:
+        """The turn cannot be assembled: its reason instead of the steps of a prompt that is gone (the
+        next panels that load put the steps back)."""
+        self.title.object, self.body.object = "", note
+        self.back.disabled = self.next.disabled = True
+
     def go(self, delta: int) -> None:
         if not self.walk.move(delta):
             return
@@ -296,6 +302,9 @@ class PanelHost:
 
     def show_progress(self, text: str) -> None:
         self.app.panels_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
+
+    def show_panels_failed(self, error: str) -> None:
+        self.app.show_panels_failed(error)
 
     def show_panels(self, panels: Panels) -> None:
         self.app.show_panels(panels)
@@ -700,6 +709,13 @@ class WorkbenchApp:
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.teaching.update(self.state, panels)
+
+    def show_panels_failed(self, error: str) -> None:
+        """Every slower view says why it has nothing, rather than the figures of an older prompt."""
+        note = not_computed_html(error)
+        self.cache.object, self.diff.object = note, note
+        self.cache_chart.object = None
+        self.teaching.not_computed(note)
 
     # the Compare tab -----------------------------------------------------------------------------
     def _compare_tab(self) -> Any:

@@ -67,6 +67,7 @@ class Host(Protocol):
     def show_panels(self, panels: Panels) -> None: ...
     def show_autosaved(self) -> None: ...                                      # the latest edit is on disk
     def show_progress(self, text: str) -> None: ...                            # the panels' worker; "" when done
+    def show_panels_failed(self, error: str) -> None: ...                      # the panels could not be computed
 
 
 class Controller:
@@ -305,6 +306,9 @@ class Controller:
         self.closed = True
         self.views = frozenset()
         self._panels_ticket += 1
+        if TRACE:
+            running = "running" if self._panels_running else "idle"
+            print(f"closed page: the session was destroyed, its panels' worker {running}", file=sys.stderr, flush=True)
 
     def request_panels(self, delay_ms: int = PANELS_MS) -> None:
         if self.closed or not self.views:
@@ -364,6 +368,8 @@ class Controller:
         self._progress_at = 0.0
         self.panel_error = error
         self.host.show_progress(f"failed: {error}" if error else "")
+        if error:
+            self.host.show_panels_failed(error)
         if self._panels_again:
             self._panels_again = False
             self._start_panels(self._panels_ticket)
@@ -378,6 +384,7 @@ class Controller:
             self.state.panels(self.views if parts is None else parts, publish=self._publish)
         except WorkbenchError as exc:
             self.panel_error = str(exc)
+            self.host.show_panels_failed(self.panel_error)
             return
         self.panel_error = ""
 

@@ -23,6 +23,7 @@ CSS = """
 .wb-diff-first { background: #ffebe9; border-color: #b42318; font-weight: 700; }
 .wb-diff-after { background: #fff8c5; }
 .wb-causes { font-family: system-ui, sans-serif; font-size: 12.5px; }
+.wb-not-computed { font-family: system-ui, sans-serif; font-size: 13px; color: #b42318; padding: 6px 0; }
 """
 
 
@@ -41,6 +42,13 @@ def header_html(h: dict[str, Any]) -> str:
             f'{h["reused_segments"]} of {h["segments"]} segments reused · budget {b["used"]}/{b["input_budget"]}'
             f'{over}{dropped}{said} · {escape(h["template"])} / {escape(h["tokenizer"])} · '
             f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>')
+
+
+def not_computed_html(error: str) -> str:
+    """What the Cache, Prefix diff and Teach tabs show when the turns cannot be assembled (no
+    messages left, a template that fails): the reason, not the figures of a prompt that is gone."""
+    return (f'<div class="wb-not-computed">Not computed: {escape(error)}. This view comes back once the '
+            f'prompt assembles again.</div>')
 
 
 def diagnostics_html(result: "AssemblyResult") -> str:

@@ -174,6 +174,9 @@ class _NotebookHost:
     def show_panels(self, panels: Any) -> None:
         self.wb._show_panels(panels)
 
+    def show_panels_failed(self, error: str) -> None:
+        self.wb._show_panels_failed(error)
+
     def show_progress(self, text: str) -> None:
         self.wb.panels_status.value = f'<span class="wb-muted">{escape(text)}</span>' if text else ""
 
@@ -683,3 +686,12 @@ class Workbench:
             self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
             if self.teach.load(panels, panels.previous):
                 self._teach(0)
+
+    def _show_panels_failed(self, error: str) -> None:
+        """Every slower view says why it has nothing, rather than the figures of an older prompt."""
+        from .html import not_computed_html
+        note = not_computed_html(error)
+        self.cache.value = self.diff.value = note
+        if self.cache_chart is not None:
+            _replace_figure(self.cache_chart, {"data": [], "layout": {}})
+        self.teach_title.value, self.teach_body.value = "", note
