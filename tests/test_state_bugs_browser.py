@@ -40,6 +40,41 @@ def tab(page, name: str):  # type: ignore[no-untyped-def]
     page.locator(".bk-tab", has_text=name).first.click()
 
 
+def test_closing_the_tab_mid_job_stops_the_work_without_a_traceback(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Sessions destroyed half a second after their tab closes (Bokeh's default is 15-32 s); the
+    # controller says on stderr when a page's session is destroyed and when a closed page's worker
+    # ends (WORKBENCH_TRACE).
+    server = AppServer("sample_sessions/bench_1000.json", "--sessions", str(tmp_path / "sessions"),
+                       env={"WORKBENCH_HOME": str(tmp_path / "home"), "WORKBENCH_SESSION_EXPIRY_MS": "500",
+                            "WORKBENCH_TRACE": "1"}, startup_s=120)
+    errors: list[str] = []
+    try:
+        page = open_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+        # Mistral v7 over 500 turns: the Cache tab's job runs for 12 s on a quiet machine, so that
+        # the tab closes while it runs (closing it after the job would test nothing).
+        page.get_by_label("Template", exact=True).select_option("mistral-v7")
+        expect(page.locator(".wb-app-header")).to_contain_text("mistral-v7", timeout=UPDATE_MS)
+        tab(page, "Cache")
+        expect(page.locator(".wb-panels-status")).to_contain_text(re.compile(r"turn \d+ of \d+"),
+                                                                   timeout=SLOW_S * 1000)
+        # (The server's readiness probe made a session of its own, destroyed unused.)
+        destroyed = "closed page: the session was destroyed"
+        before = server.stderr(None).count(destroyed)
+        page.context.close()
+        wait_for(lambda: server.stderr(None).count(destroyed) > before, SLOW_S,
+                 f"the closed page's session to be destroyed; stderr: {server.stderr()}")
+        last = server.stderr(None).split(destroyed)[-1].splitlines()[0]
+        assert "worker running" in last, f"the job ended before the tab closed: {server.stderr()}"
+        wait_for(lambda: "closed page: the panels' worker ended" in server.stderr(None), SLOW_S,
+                 f"the closed page's worker to end; stderr: {server.stderr()}")
+    finally:
+        code = server.stop()
+    log = server.stderr(None)
+    assert "Traceback" not in log and "AttributeError" not in log, log[-3000:]
+    assert code == 0, f"the server did not stop cleanly ({code}): {log[-2000:]}"
+    assert not errors, f"errors in the page: {errors}"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("state-bugs")

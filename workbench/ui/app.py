@@ -821,8 +821,20 @@ class WorkbenchApp:
 def build_app(session_path: str | None = None, files: AppFiles | None = None) -> Any:
     """The app's Panel object (one per browser session: each has its own state). A page opened
     with `?state=` (a shared link) starts on that state."""
+    _serve_panel_files_locally()
     share, host = _request_share()
     return WorkbenchApp(session_path, files=files, share=share, host_header=host).layout
+
+
+def _serve_panel_files_locally() -> None:
+    """Point this page's stylesheets at the app's own server, never at Panel's CDN (the app works
+    offline). Panel sets that for a session it renders into the page's HTML; when the session
+    expires before the page connects (a slow page, a short WORKBENCH_SESSION_EXPIRY_MS), Bokeh makes
+    a new one for the websocket, and Panel, finding no setting there, falls back to its CDN."""
+    from panel.io.resources import LOCAL_DIST
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None and "dist_url" not in doc._template_variables:
+        doc._template_variables["dist_url"] = f"{pn.state.rel_path}/{LOCAL_DIST}" if pn.state.rel_path else LOCAL_DIST
 
 
 def _request_share() -> tuple[str | None, str | None]:
