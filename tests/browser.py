@@ -16,7 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
@@ -104,6 +107,18 @@ class AppServer:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         return self.proc.returncode
+
+
+@contextmanager
+def serving(*args: str, **kwargs: Any) -> Iterator[AppServer]:
+    """An AppServer for a `with` block (a module's fixture), stopped at its end: cleanly, or the
+    test run says so with the server's log."""
+    app = AppServer(*args, **kwargs)
+    try:
+        yield app
+    finally:
+        code = app.stop()
+    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def open_page(browser, url: str, errors: list[str], *, step_ms: int, first_ms: int,  # type: ignore[no-untyped-def]

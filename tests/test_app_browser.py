@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import ROOT, AppServer, app_command
+from browser import ROOT, AppServer, app_command, serving
 from browser import open_page as browser_page
 
 # The test setup installs Playwright, Panel and the distribution's Chromium (scripts/test.sh):
@@ -81,12 +81,8 @@ def home(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[AppServer]:
-    app = AppServer("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)})
-    try:
+    with serving("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def open_page(browser, server: AppServer, errors: list[str]):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import ROOT, AppServer, open_page
+from browser import ROOT, AppServer, open_page, serving
 
 try:
     from playwright.sync_api import expect
@@ -25,13 +25,9 @@ UPDATE_MS = 10_000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
     home: Path = tmp_path_factory.mktemp("budget-home")
-    app = AppServer("sample_sessions/coding_corrections.json", "--sessions", str(home / "sessions"),
-                    env={"WORKBENCH_HOME": str(home)}, startup_s=120)
-    try:
+    with serving("sample_sessions/coding_corrections.json", "--sessions", str(home / "sessions"),
+                 env={"WORKBENCH_HOME": str(home)}, startup_s=120) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def test_overflow_is_struck_through_and_bad_values_show_inline(browser, server: AppServer) -> None:  # type: ignore[no-untyped-def]

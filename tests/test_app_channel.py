@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer
+from browser import AppServer, serving
 from browser import open_page as browser_page
 
 from workbench.errors import ChannelError
@@ -101,12 +101,9 @@ def test_only_the_apps_own_origins_may_open_it() -> None:
 # ------------------------------------------------------------------------------ the door, a real server
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
-    app = AppServer("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(tmp_path_factory.mktemp("home"))})
-    try:
+    home = tmp_path_factory.mktemp("home")
+    with serving("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def channel_url(server: AppServer) -> str:

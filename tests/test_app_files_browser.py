@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer
+from browser import AppServer, serving
 
 from workbench.ui.document import SessionDocument
 from workbench.ui.state import sample_sessions
@@ -36,13 +36,9 @@ def folders(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyped-def
 
 @pytest.fixture(scope="module")
 def server(folders: dict[str, Path]) -> Iterator[AppServer]:
-    app = AppServer("sample_sessions/openai_minimal.json", "--sessions", str(folders["sessions"]),
-                    env={"WORKBENCH_HOME": str(folders["home"])}, startup_s=120)
-    try:
+    with serving("sample_sessions/openai_minimal.json", "--sessions", str(folders["sessions"]),
+                 env={"WORKBENCH_HOME": str(folders["home"])}, startup_s=120) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def test_save_refuses_a_climbing_name_inline_and_asks_before_overwriting(  # type: ignore[no-untyped-def]

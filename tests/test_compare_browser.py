@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer
+from browser import AppServer, serving
 from browser import open_page as browser_page
 
 try:
@@ -26,12 +26,8 @@ COMPARE_MS = 30_000     # both sides assembled, then every turn of each for the 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
     home: Path = tmp_path_factory.mktemp("workbench-home")
-    app = AppServer("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)})
-    try:
+    with serving("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 @pytest.fixture

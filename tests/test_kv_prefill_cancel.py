@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer
+from browser import AppServer, serving
 from browser import open_page as browser_page
 
 from workbench.ui.state import sample_sessions
@@ -42,13 +42,9 @@ def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     home: Path = tmp_path_factory.mktemp("workbench-home")
-    app = AppServer("sample_sessions/support_chat.json",
-                    env={"WORKBENCH_HOME": str(home), "WORKBENCH_PREFILL_CHUNK": CHUNK})
-    try:
+    with serving("sample_sessions/support_chat.json",
+                 env={"WORKBENCH_HOME": str(home), "WORKBENCH_PREFILL_CHUNK": CHUNK}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def test_the_app_shows_prefill_progress_and_cancel_stops_it(browser, server: AppServer) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, free_port, open_page
+from browser import AppServer, free_port, open_page, serving
 
 try:
     from playwright.sync_api import expect
@@ -31,12 +31,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[AppServer]:
-    app = AppServer("sample_sessions/openai_minimal.json", env={"WORKBENCH_HOME": str(home)})
-    try:
+    with serving("sample_sessions/openai_minimal.json", env={"WORKBENCH_HOME": str(home)}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.4 s) later

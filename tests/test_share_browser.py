@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from browser import AppServer
+from browser import AppServer, serving
 from browser import open_page as browser_page
 from nbclient import NotebookClient
 
@@ -35,12 +35,8 @@ def home(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[AppServer]:
-    app = AppServer("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)})
-    try:
+    with serving("sample_sessions/support_chat.json", env={"WORKBENCH_HOME": str(home)}) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, open_page
+from browser import AppServer, open_page, serving
 
 try:
     from playwright.sync_api import expect
@@ -78,13 +78,9 @@ def test_closing_the_tab_mid_job_stops_the_work_without_a_traceback(browser, tmp
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("state-bugs")
-    app = AppServer("--sessions", str(base / "sessions"), env={"WORKBENCH_HOME": str(base / "home")},
-                    startup_s=120)
-    try:
+    with serving("--sessions", str(base / "sessions"), env={"WORKBENCH_HOME": str(base / "home")},
+                 startup_s=120) as app:
         yield app
-    finally:
-        code = app.stop()
-    assert code == 0, f"the server did not stop cleanly ({code}): {app.stderr()}"
 
 
 def test_the_export_name_follows_the_session_opened_and_saved(browser, server: AppServer) -> None:  # type: ignore[no-untyped-def]
