@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import oracles  # noqa: E402  (tests/ is on sys.path via conftest)
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench import Assembler
 from workbench._optional import require
@@ -137,3 +139,29 @@ def test_core_import_is_light():
             "'redis', 'panel'); print([m for m in heavy if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _char_boundaries_by_hand(tok, text: str, ids) -> list[int] | None:  # type: ignore[no-untyped-def]
+    """The definition, one token at a time: the character offset after each token, -1 inside one."""
+    raw, pos, ends = text.encode("utf-8"), 0, []
+    for i in ids:
+        pos += len(tok.token_bytes(int(i)))
+        ends.append(pos)
+    if pos != len(raw):
+        return None
+    starts = {b: len(raw[:b].decode("utf-8")) for b in range(len(raw) + 1)
+              if b == len(raw) or raw[b] & 0xC0 != 0x80}
+    return [starts.get(e, -1) for e in ends]
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama3", "mistral-v7"])
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60))
+def test_char_boundaries_vectorized_equal_the_definition(name: str, text: str) -> None:
+    tok = get_tokenizer(name)
+    ids = tok.encode_ordinary(text)
+    ends = tok.char_boundaries(text, ids)
+    assert ends == _char_boundaries_by_hand(tok, text, ids)
+    # Tokens that do not spell the text give None, not offsets of another text.
+    if ids.size and ends is not None:
+        assert tok.char_boundaries(text + "x", ids) is None

@@ -200,25 +200,41 @@ class Tokenizer(ABC):
         return [byte_label(self.token_bytes(int(i))) for i in ids]
 
     def char_boundaries(self, text: str, ids: TokenIds) -> list[int] | None:
-        """Character offset after each token of `text` (an ordinary chunk), or None when the
-        tokens do not spell the text byte for byte (normalization) or split a character."""
-        raw = text.encode("utf-8")
-        ends = []
-        pos = 0
-        for i in ids:
-            pos += len(self.token_bytes(int(i)))
-            ends.append(pos)
-        if pos != len(raw):
+        """Character offset after each token of `text` (an ordinary chunk), -1 for a token that
+        ends inside a character; None when the tokens do not spell the text byte for byte
+        (normalization)."""
+        ends = self.char_ends(text, ids)
+        return None if ends is None else ends.tolist()
+
+    def char_ends(self, text: str, ids: TokenIds) -> NDArray[np.int64] | None:
+        """char_boundaries as an array, computed without a Python loop over the tokens (the token
+        view asks this of every segment of a 100k-token prompt)."""
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        byte_ends = np.cumsum(self.token_byte_lengths(ids), dtype=np.int64)
+        if (byte_ends[-1] if len(byte_ends) else 0) != len(raw):
             return None
-        # byte offset -> char offset, only where a character starts
-        char_at = {}
-        c = 0
-        for b, byte in enumerate(raw):
-            if byte & 0xC0 != 0x80:
-                char_at[b] = c
-                c += 1
-        char_at[len(raw)] = c
-        return [char_at.get(e, -1) for e in ends]
+        starts = (raw & 0xC0) != 0x80                  # where a character starts (not a continuation byte)
+        chars_before = np.concatenate(([0], np.cumsum(starts, dtype=np.int64)))   # at each byte offset
+        on_boundary = np.append(starts, True)[byte_ends]
+        return np.where(on_boundary, chars_before[byte_ends], -1)
+
+    def token_byte_lengths(self, ids: TokenIds) -> NDArray[np.int64]:
+        """The byte length of each token, from a per-tokenizer table filled on an id's first sight."""
+        ids = np.asarray(ids, dtype=np.int64)
+        table = self.__dict__.get("_byte_lengths")
+        top = int(ids.max()) + 1 if len(ids) else 0
+        if table is None or len(table) < top:
+            grown = np.full(max(top, self.vocab_size), -1, dtype=np.int64)
+            if table is not None:
+                grown[:len(table)] = table
+            table = self.__dict__["_byte_lengths"] = grown
+        lens = table[ids]
+        unseen = np.unique(ids[lens < 0])
+        if len(unseen):
+            for i in unseen.tolist():    # once per id and tokenizer: a racing thread writes the same value
+                table[i] = len(self.token_bytes(i))
+            lens = table[ids]
+        return lens
 
     def info(self) -> dict[str, str]:
         return {"name": self.name, "version": self.version, "description": self.description}

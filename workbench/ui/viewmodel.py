@@ -215,17 +215,12 @@ class TokenViewModel:
         key = _key(s)
         got = self._ends.get(key)
         if got is None:
-            ends = self.tokenizer.char_boundaries(s.text, s.token_ids) if s.token_count else []
+            ends = self.tokenizer.char_ends(s.text, s.token_ids) if s.token_count else np.zeros(0, np.int64)
             if ends is None:
                 got = np.zeros(s.token_count, "<u4")
             else:
-                last = 0
-                for i, e in enumerate(ends):
-                    if e < 0:
-                        ends[i] = last
-                    else:
-                        last = e
-                got = np.asarray(ends, dtype="<u4")
+                # A token ending inside a character ends where the one before it did (ends only grow).
+                got = np.maximum.accumulate(np.maximum(ends, 0)).astype("<u4") if len(ends) else ends.astype("<u4")
                 if not s.text.isascii():      # the page counts UTF-16 units: a character past U+FFFF is two
                     wide = np.frombuffer(s.text.encode("utf-32-le"), dtype="<u4") > 0xFFFF
                     got = got + np.concatenate(([0], np.cumsum(wide))).astype("<u4")[got]
