@@ -271,6 +271,55 @@ def test_the_controller_returns_inline_errors_and_keeps_the_last_good_view() -> 
     assert c.set_budget(policy="none") == {} and s.overflow is not None and s.overflow.over > 0
 
 
+class _HeldHost(_Host):
+    """Timers held until the test runs them, and each result shown with the overflow of its time."""
+
+    def __init__(self, state: WorkbenchState) -> None:
+        super().__init__()
+        self.state, self.later, self.shown = state, [], []
+
+    def call_later(self, delay_ms, fn): self.later.append(fn)     # noqa: ANN001, ANN201, E704
+    def show_result(self, result): self.shown.append((result, self.state.overflow))  # noqa: ANN001, ANN201, E704
+
+
+@pytest.mark.parametrize("policy", ["sliding", "none"])
+def test_a_switch_paints_the_kept_prompt_first_then_the_same_overflow_as_inline(policy: str) -> None:
+    s = WorkbenchState(OVERFLOW, autosave=None, template=TEMPLATE, restore=False)
+    s.set_budget(context_window="6000", policy=policy)
+    host = _HeldHost(s)
+    c = Controller(s, host, background=False)
+    c.views = frozenset()
+    c.choose(template="qwen2.5")
+    (first, struck_then), = host.shown
+    assert struck_then is None and s.overflow_pending            # what the model sees, nothing struck yet
+    for fn in list(host.later):
+        fn()
+    last, overflow = host.shown[-1]
+    assert overflow is not None and not s.overflow_pending and last is first
+    # The same as a switch that computes the overflow inline.
+    again = WorkbenchState(OVERFLOW, autosave=None, template="qwen2.5", restore=False)
+    again.set_budget(context_window="6000", policy=policy)
+    inline = again.assemble()
+    assert np.array_equal(inline.token_ids, last.token_ids) and again.overflow is not None
+    assert again.overflow.flags == overflow.flags
+    assert np.array_equal(again.overflow.full.token_ids, overflow.full.token_ids)
+
+
+def test_an_edit_before_the_deferred_overflow_makes_it_a_no_op() -> None:
+    s = WorkbenchState(OVERFLOW, autosave=None, template=TEMPLATE, restore=False)
+    s.set_budget(context_window="6000")
+    host = _HeldHost(s)
+    c = Controller(s, host, background=False)
+    c.views = frozenset()
+    c.choose(template="qwen2.5")
+    c.refresh()                                # an edit's assembly: the overflow computed inline
+    assert s.overflow is not None and not s.overflow_pending
+    shown = len(host.shown)
+    for fn in list(host.later):
+        fn()
+    assert len(host.shown) == shown            # nothing shown twice
+
+
 # ------------------------------------------------------------------------------------ export
 def test_export_carries_the_window_reserve_and_policy(tmp_path: Path) -> None:
     from workbench.export.loader import load_bundle

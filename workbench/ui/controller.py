@@ -152,8 +152,24 @@ class Controller:
 
     def choose(self, **choices: Any) -> None:
         self.state.choose(**choices)
-        self.refresh()
+        # A switch paints what the model sees first; the struck rest (a long session's dropped turns:
+        # the whole prompt, up to 9x the tokens, for the browser to take in) follows on the next tick.
+        if self.refresh(defer_overflow=True) is not None and self.state.overflow_pending:
+            self.host.call_later(0, self._show_overflow)
         self.request_panels()
+
+    def _show_overflow(self) -> None:
+        try:
+            if not self.state.complete_overflow():
+                return
+        except WorkbenchError as exc:
+            self.host.show_error(str(exc))
+            return
+        if self.state.result is not None:
+            self.host.show_result(self.state.result)
+            self._summary_ticket += 1
+            ticket = self._summary_ticket
+            self.host.call_later(SUMMARY_MS, lambda: self._summary(ticket))
 
     def set_budget(self, **values: Any) -> dict[str, str]:
         """The budget controls (state.set_budget: context_window, reserve, policy). Returns the error
@@ -232,12 +248,12 @@ class Controller:
         self.host.call_later(AUTOSAVE_MS, lambda: self._autosave(ticket))
 
     # assembly --------------------------------------------------------------------------------------
-    def refresh(self) -> AssemblyResult | None:
+    def refresh(self, defer_overflow: bool = False) -> AssemblyResult | None:
         """Assemble the selected turn and show it; a failure shows inline and keeps the last good view."""
         self._refresh_pending = False
         started = time.time()
         try:
-            result = self.state.assemble()
+            result = self.state.assemble(defer_overflow=defer_overflow)
             self.host.show_result(result)
         except WorkbenchError as exc:
             self.host.show_error(str(exc))

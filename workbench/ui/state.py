@@ -113,6 +113,7 @@ class WorkbenchState:
         self.custom_source = ""
         self.policy = TruncationPolicy().strategy    # the truncation policy (budget_view.POLICIES)
         self.overflow: Overflow | None = None       # what the model will not see, struck in the token view
+        self.overflow_pending = False                # assembled with defer_overflow: complete_overflow() to do
         self._full_session: Session | None = None   # the whole prompt, untruncated, for `overflow`
         self.result: AssemblyResult | None = None   # the last good one: what the views show
         self.shown = ""                              # which session, turn and template that was
@@ -321,9 +322,10 @@ class WorkbenchState:
             self.policy = policy
         self._drop_all()
 
-    def assemble(self) -> AssemblyResult:
+    def assemble(self, *, defer_overflow: bool = False) -> AssemblyResult:
         """Assemble the selected turn; on a WorkbenchError keep the last good result and record the
-        error (also raised, for the host to show inline)."""
+        error (also raised, for the host to show inline). `defer_overflow`: what the model sees
+        only, the struck rest left to `complete_overflow` (a switch paints the kept prompt first)."""
         try:
             asm = self.assembler()
             if self._session is None or self._session.assembler is not asm:
@@ -336,7 +338,11 @@ class WorkbenchState:
                 if exc.over_by is None:
                     raise          # an impossible window, not a prompt too long: nothing to show
                 kept, refused = None, exc
-            result, self.overflow = self._overflow(asm, request, kept, refused)
+            if defer_overflow and kept is not None:
+                result, self.overflow, self.overflow_pending = kept, None, True
+            else:
+                result, self.overflow = self._overflow(asm, request, kept, refused)
+                self.overflow_pending = False
         except WorkbenchError as exc:
             self.error = str(exc)
             raise
@@ -370,6 +376,15 @@ class WorkbenchState:
         overflow = mark(full, asm.tokenizer, dropped=dropped, input_budget=budget, policy=self.policy,
                         count_over=refused is not None or (kept is not None and not kept.dropped), refused=note)
         return (kept if kept is not None else full), overflow
+
+    def complete_overflow(self) -> bool:
+        """The overflow a deferred assembly left out, for the result shown; True when there is one
+        to show (False: none left pending, or the prompt fits and nothing is struck)."""
+        if not self.overflow_pending or self.result is None:
+            return False
+        self.overflow_pending = False
+        _, self.overflow = self._overflow(self.assembler(), self.doc.request(self.turn), self.result, None)
+        return self.overflow is not None
 
     def turn_result(self, turn: int) -> AssemblyResult | None:
         """Turn `turn`'s result as the panels last assembled it (None if not yet, or no such turn)."""
