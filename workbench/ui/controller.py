@@ -44,6 +44,7 @@ from .files import AppFiles
 from .state import PARTS, Panels, WorkbenchState
 
 SUMMARY_MS = 400
+OVERFLOW_MS = 100      # after a switch, the struck rest of the prompt: once the kept part's frame is out
 PANELS_MS = 500
 AUTOSAVE_MS = 400
 QUIET_MS = 40
@@ -153,9 +154,9 @@ class Controller:
     def choose(self, **choices: Any) -> None:
         self.state.choose(**choices)
         # A switch paints what the model sees first; the struck rest (a long session's dropped turns:
-        # the whole prompt, up to 9x the tokens, for the browser to take in) follows on the next tick.
+        # the whole prompt, up to 9x the tokens, for the browser to take in) follows OVERFLOW_MS later.
         if self.refresh(defer_overflow=True) is not None and self.state.overflow_pending:
-            self.host.call_later(0, self._show_overflow)
+            self.host.call_later(OVERFLOW_MS, self._show_overflow)
         self.request_panels()
 
     def _show_overflow(self) -> None:
