@@ -4,11 +4,12 @@ would report as cached for each request of a session, and what each request woul
 The rules are data: ``provider_params.json`` holds the presets (sizes, TTLs, per-model minimums,
 example prices), each naming its source page and the day it was checked; ``openai@gpt-5.6`` picks
 a provider's variant. The engines (vLLM, SGLang) also hold the reply they generated: a turn's
-``reply_ids`` are counted as cached when the next prompt repeats them. Each simulator is a small class whose ``process(turn)`` takes one request and
-returns a ``TurnResult``, so a live workbench can feed turns as they come; ``simulate()`` runs a
-whole session. The vLLM simulator names blocks with the engine's hash chain
-(``engine.kv.block_hashes``) and the SGLang simulator is the engine's radix tree in its simulated
-mode (``engine.radix.RadixKVCache.simulated``): one implementation each, as in SGLang itself.
+``reply_ids`` are counted as cached when the next prompt repeats them. Each simulator is a small
+class whose ``process(turn)`` takes one request and returns a ``TurnResult``, so a live workbench
+can feed turns as they come; ``simulate()`` runs a whole session. The vLLM simulator names blocks
+with the engine's hash chain (``engine.kv.block_hashes``) and the SGLang simulator is the engine's
+radix tree in its simulated mode (``engine.radix.RadixKVCache.simulated``): one implementation
+each, as in SGLang itself.
 
     >>> import numpy as np
     >>> doc = np.arange(3000, dtype=np.uint32)
