@@ -326,8 +326,11 @@ def test_cli_picks_a_dated_variant(capsys) -> None:  # type: ignore[no-untyped-d
     plain = run(capsys, str(SESSIONS / "tool_agent.json"), "--provider", "openai")
     assert (plain["provider"], plain["preset"]) == ("openai", "openai@gpt-5.4")        # SPEC 7.3 names kept
     assert main(["simulate", str(SESSIONS / "tool_agent.json"), "--provider", "openai"]) == 0
-    text = capsys.readouterr().out
-    assert "preset openai = openai@gpt-5.4, checked 2026-12-04 against https://" in text
+    last = capsys.readouterr().out.splitlines()[-1]           # a footer: the table's rows stay where they were
+    assert last.startswith("preset openai = openai@gpt-5.4, checked 2026-12-04 against https://")
+    overflow = str(SESSIONS / "overflow.json")
+    assert main(["simulate", overflow, "--provider", "openai@gpt-5.6", "--truncation", "all"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("preset openai@gpt-5.6, checked 2026-12-04")
 
 
 def test_cli_unknown_variant_is_one_error_line(capsys) -> None:  # type: ignore[no-untyped-def]

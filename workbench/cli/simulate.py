@@ -59,10 +59,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     o.write(f"{session.title}: {len(sim.turns)} turns · provider {sim.provider} ({params.model}) · truncation "
             f"{runs[0].policy} · hit ratio {sim.hit_ratio:.1%} · cost ${sim.total_cost:.4f} (example prices: "
             "check them)\n")
-    o.write(f"{params.citation}\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}\n")
     for t in sim.turns:
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}\n")
+    o.write(f"{params.citation}\n")
     return 0
 
 
@@ -70,7 +70,6 @@ def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParam
     o = sys.stdout
     o.write(f"{title}: {len(runs[0].prompts)} turns · provider {params.name} ({params.model}) · each truncation "
             "policy (example prices: check them)\n")
-    o.write(f"{params.citation}\n")
     o.write(f"{'truncation':<13} {'truncated':>9} {'stable':>7} {'tokens':>11} {'cached':>11} {'hit':>6} "
             f"{'cost $':>10}\n")
     for r in runs:
@@ -79,3 +78,4 @@ def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParam
                 f"{r.cached_tokens(s.provider):>11,} {s.hit_ratio:>6.1%} {s.total_cost:>10.4f}\n")
     o.write("stable: turns whose prompt starts with the whole previous prompt (an engine prefills only the new "
             "tokens)\n")
+    o.write(f"{params.citation}\n")
