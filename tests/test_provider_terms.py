@@ -7,13 +7,14 @@ Each cause comes from a real assembly (real templates and tokenizers), as in tes
 from __future__ import annotations
 
 import copy
+import doctest
 import json
 from pathlib import Path
 
 import pytest
 
 from workbench import Assembler
-from workbench.analysis import analyze
+from workbench.analysis import analyze, provider_terms
 from workbench.analysis.prefix import ADVICE, TurnAnalysis
 from workbench.analysis.provider_terms import BY_PLACE, TERMS, provider_diagnostics
 from workbench.cli.main import main
@@ -167,3 +168,7 @@ def test_cli_json_names_the_system_prompt_change(capsys) -> None:  # type: ignor
         assert d["anthropic"]["cache_miss_reason"]["type"] == "system_changed"
         assert d["openai"]["reason"] == "input_changed"
         assert d["openai"]["cache_missed_tokens"] == min(t["held_tokens"], t["tokens"]) - t["first_divergence"]
+
+
+def test_module_docstring_examples_run() -> None:
+    assert doctest.testmod(provider_terms).attempted > 0 and doctest.testmod(provider_terms).failed == 0
