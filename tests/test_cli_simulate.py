@@ -50,7 +50,7 @@ def test_anthropic_explicit_breakpoints(capsys) -> None:  # type: ignore[no-unty
 
 
 def test_bad_provider_and_params_exit_2(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    assert main(["simulate", str(SESSIONS / "tool_agent.json"), "--provider", "gemini", "--json"]) == 2
+    assert main(["simulate", str(SESSIONS / "tool_agent.json"), "--provider", "mistral-cloud", "--json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "openai" in err and err.count("\n") == 1
     bad = tmp_path / "p.json"

@@ -200,7 +200,7 @@ def test_cache_figures_equal_a_fresh_simulation_and_follow_an_edit() -> None:
         tok = None if side.tokenizer == AUTO else side.tokenizer
         asm = Assembler(template=side.template, tokenizer=tok, cache=None)
         results = [asm.assemble(r) for r in side.doc.requests()]
-        return [simulate(turn_prompts(results, "auto"), p).to_json() for p in PROVIDERS]
+        return [simulate(turn_prompts(results, "auto", asm), p).to_json() for p in PROVIDERS]
 
     assert [m.to_json() for m in c.a.simulations] == fresh(c.a.side)
     assert [m.to_json() for m in c.b.simulations] == fresh(c.b.side)

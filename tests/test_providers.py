@@ -500,12 +500,12 @@ def test_a_user_json_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "mine.json"
     f.write_text(json.dumps({
         "_note": "my prices",
-        "cheap-openai": {"extends": "openai", "ttl_s": 600, "models": {"gpt-4o": {"prices": {"input": 1.0}}}},
+        "cheap-openai": {"extends": "openai", "ttl_s": 600, "models": {"gpt-5.4": {"prices": {"input": 1.0}}}},
         "openai": {"extends": "openai", "increment_tokens": 256},
         "box": {"kind": "sglang", "page_size": 4, "prices": {"input": 0.0, "output": 0.0}},
     }))
     cheap = ProviderParams.load("cheap-openai", path=f)
-    assert (cheap.kind, cheap.ttl_s, cheap.prices.input, cheap.prices.cached_input) == ("openai", 600.0, 1.0, 0.5)
+    assert (cheap.kind, cheap.ttl_s, cheap.prices.input, cheap.prices.cached_input) == ("openai", 600.0, 1.0, 0.1)
     assert ProviderParams.load("openai", path=f).increment_tokens == 256
     assert ProviderParams.load("openai").increment_tokens == 128
     box = ProviderParams.load("box", path=f, overrides={"capacity_tokens": 64})
@@ -545,9 +545,9 @@ def test_bad_parameters_raise_typed_errors(name: str, overrides: dict, field: st
 
 
 def test_unknown_provider_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownProviderError, match="unknown provider 'gemini'") as e:
-        simulate([], "gemini")
-    assert "anthropic, openai, sglang, vllm" in str(e.value)
+    with pytest.raises(UnknownProviderError, match="unknown provider 'mistral-cloud'") as e:
+        simulate([], "mistral-cloud")
+    assert "anthropic, gemini, openai, openai@gpt-5.4, openai@gpt-5.6, sglang, vllm" in str(e.value)
 
 
 def test_bad_user_files(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -3,11 +3,14 @@ would reuse across a session's requests.
 
 - `prefix.py`: prefix-stability analysis (SPEC 3.2): the first token where a turn stops reusing
   what the engine holds after the previous one, the message it falls in, the cause and the advice.
-- `providers.py`: provider prefix-cache simulators (SPEC 3.3): OpenAI, Anthropic, vLLM and SGLang;
-  vLLM's block-hash chain and SGLang's radix tree are the engine's own (`engine/kv.py`,
+- `providers.py`: provider prefix-cache simulators (SPEC 3.3): OpenAI, Anthropic, Gemini, vLLM and
+  SGLang; vLLM's block-hash chain and SGLang's radix tree are the engine's own (`engine/kv.py`,
   `engine/radix.py` in its simulated mode).
-- `provider_params.py` with `provider_params.json`: the providers' presets, as data.
-- `turn_prompts.py`: a session's assembled turns as the requests the simulators take.
+- `provider_params.py` with `provider_params.json`: the providers' presets, as data, each with its
+  source page and the day it was checked (`openai@gpt-5.6` names a variant).
+- `provider_terms.py`: each prefix-analysis cause in Anthropic's and OpenAI's cache-diagnostic terms.
+- `turn_prompts.py`: a session's assembled turns as the requests the simulators take (with the
+  reply each turn generated, which the engines hold).
 - `policies.py`: the truncation policies (sliding, chunked, summary-slot) compared over a whole
   session: tokens sent, cached tokens and cost per provider, prefix-stable turns.
 

@@ -96,7 +96,7 @@ def run_policy(asm: Assembler, requests: Iterable[Any], providers: Mapping[str, 
     if results is None:
         sess = asm.session()
         results = [sess.assemble(r) for r in requests]
-    prompts = tuple(turn_prompts(results, breakpoints))
+    prompts = tuple(turn_prompts(results, breakpoints, asm))
     sims = tuple(simulate(prompts, name, params) for name, params in (providers or _defaults()).items())
     truncated = tuple(k for k, r in enumerate(results, start=1) if r.dropped)
     return PolicyRun(asm.config.truncation.strategy, prompts, truncated, sims)

@@ -23,6 +23,7 @@ from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
 from ..difference import first_difference
 from ..truncation import TruncationPolicy
+from .provider_terms import provider_diagnostics
 
 # Strings that change on every request: ISO timestamps, clock times, UUIDs, long hex ids, epoch seconds,
 # written-out dates.
@@ -92,7 +93,7 @@ class TurnAnalysis:
         return {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
                 "held_tokens": self.held_tokens, "first_divergence": self.first_divergence,
                 "divergence_seq": self.divergence_seq, "divergence_kind": self.divergence_kind,
-                "causes": [c.to_json() for c in self.causes]}
+                "causes": [c.to_json() for c in self.causes], "provider_diagnostics": provider_diagnostics(self)}
 
 
 def analyze(asm: Assembler, requests: Sequence[Any]) -> list[TurnAnalysis]:

@@ -1,13 +1,17 @@
-"""Provider cache presets (sizes, TTLs, per-model minimums, prices).
+"""Provider cache presets (sizes, TTLs, per-model minimums, prices), versioned and dated.
 
 The presets are data, in provider_params.json beside this file (shipped in the package, read
 through importlib.resources); a user file of the same shape can add presets or `extend` shipped
-ones, and overrides merge key by key. The simulators that read these parameters live in
-providers.py; the errors (ProviderParamsError, UnknownProviderError) in workbench.errors.
+ones, and overrides merge key by key. Each shipped preset names the documentation page it follows
+(`source`) and the day it was checked against it (`checked`). A provider's rule sets are variants,
+`provider@variant` (`openai@gpt-5.4`, `openai@gpt-5.6`); a plain name (`openai`) is an `alias` of
+the default variant. The simulators that read these parameters live in providers.py; the errors
+(ProviderParamsError, UnknownProviderError) in workbench.errors.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -29,21 +33,24 @@ Preset = dict[str, Any]   # one preset as read from JSON
 
 # ---------------------------------------------------------------- parameters
 
-_PRICE_KEYS = ("input", "output", "cached_input", "cache_write_5m", "cache_write_1h")
-_MULT_KEYS = ("cached_input", "cache_write_5m", "cache_write_1h")
-_COMMON_KEYS = ("kind", "model", "models", "prices", "multipliers", "extends")
+_PRICE_KEYS = ("input", "output", "cached_input", "cache_write_5m", "cache_write_1h", "cache_write")
+_MULT_KEYS = ("cached_input", "cache_write_5m", "cache_write_1h", "cache_write")
+_COMMON_KEYS = ("kind", "model", "models", "prices", "multipliers", "extends", "source", "checked")
+VARIANT_SEP = "@"       # provider@variant
 
 
 @dataclass(frozen=True, slots=True)
 class Prices:
     """USD per million tokens. ``cached_input`` is what OpenAI calls cached input and Anthropic a
-    cache read; the two write prices are Anthropic's (5-minute and 1-hour TTL)."""
+    cache read; ``cache_write_5m`` and ``cache_write_1h`` are Anthropic's write prices (5-minute and
+    1-hour TTL), ``cache_write`` OpenAI's (GPT-5.6 and later: writes billed apart)."""
 
     input: float
     output: float
     cached_input: float
     cache_write_5m: float
     cache_write_1h: float
+    cache_write: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -53,7 +60,7 @@ class Prices:
 class _Knob:
     """How one numeric or named setting is checked."""
 
-    type: str = "int"                 # int | num | choice
+    type: str = "int"                 # int | num | choice | bool
     lo: float = 0                     # smallest allowed (exclusive when strict)
     strict: bool = False
     optional: bool = False            # null allowed (e.g. capacity: unbounded)
@@ -64,6 +71,10 @@ class _Knob:
             if self.optional:
                 return None
             raise err(name, "must not be null")
+        if self.type == "bool":
+            if not isinstance(value, bool):
+                raise err(name, f"must be true or false, got {value!r}")
+            return value
         if self.choices:
             if value not in self.choices:
                 raise err(name, f"must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
@@ -81,12 +92,17 @@ class ProviderParams:
     """One resolved preset: a provider kind, a model, its prices and the kind's settings.
 
     ``ProviderParams.load(name, overrides=..., path=...)`` returns the subclass for the preset's
-    kind (OpenAIParams, AnthropicParams, VLLMParams, SGLangParams)."""
+    kind (OpenAIParams, AnthropicParams, GeminiParams, VLLMParams, SGLangParams). ``name`` is the
+    name asked for; ``preset`` the preset it resolved to (``openai`` -> ``openai@gpt-5.4``), with
+    the page it follows (``source``) and the day it was checked (``checked``, ISO date)."""
 
     name: str
     kind: str
     model: str
     prices: Prices
+    preset: str = ""
+    source: str = ""
+    checked: str | None = None
     _KNOBS: ClassVar[dict[str, _Knob]] = {}
 
     @classmethod
@@ -98,29 +114,62 @@ class ProviderParams:
             raise UnknownProviderError(f"a provider name must be a string, got {name!r}",
                                        hint=f"use one of: {', '.join(cls.presets())}")
         user, label = ({}, None) if path is None else (_read_presets(Path(path)), str(path))
-        raw, source = _resolve(name, user, _shipped(), label)
-        return _build(name, raw, dict(_mapping(overrides or {}, "overrides", name)), source)
+        canonical = _unalias(name, user, _shipped(), label)
+        raw, source = _resolve(canonical, user, _shipped(), label)
+        return _build(name, raw, dict(_mapping(overrides or {}, "overrides", name)), source, canonical)
 
     @classmethod
     def presets(cls, path: str | Path | None = None) -> list[str]:
+        """Every preset name, aliases included (``openai`` and ``openai@gpt-5.4``)."""
         user = _read_presets(Path(path)) if path is not None else {}
         return sorted(set(_shipped()) | set(user))
 
+    @property
+    def citation(self) -> str:
+        """One line: which preset, the page it follows and when it was checked."""
+        preset = self.preset or self.name
+        head = preset if preset == self.name else f"{self.name} = {preset}"
+        if not self.source:
+            return f"preset {head} (your own: no source named)"
+        return f"preset {head}, checked {self.checked or 'on no date'} against {self.source}"
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "model": self.model,
-                               "prices": self.prices.to_json()}
+                               "prices": self.prices.to_json(), "preset": self.preset or self.name,
+                               "source": self.source, "checked": self.checked}
         out.update({k: getattr(self, k) for k in self._KNOBS})
         return out
+
+    def _check(self, err: Callable[..., ProviderParamsError]) -> None:
+        """Checks across knobs (a kind's own rules); raise through ``err(field, message)``."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class OpenAIParams(ProviderParams):
+    """``caching``: "automatic" (up to GPT-5.4: min_prefix_tokens, then increment_tokens steps) or
+    "breakpoints" (GPT-5.6 and later: prompt_cache_breakpoint prefixes, at most max_writes written
+    per request, writes billed at ``prices.cache_write``)."""
+
+    caching: str = "automatic"
     min_prefix_tokens: int = 1024
     increment_tokens: int = 128
     ttl_s: float = 300.0
+    mode: str = "implicit"
+    max_writes: int = 4
+    match_breakpoints: int = 80
+    retention: str = "in_memory"
+    retention_24h_s: float = 86400.0
     _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "caching": _Knob(choices=("automatic", "breakpoints")),
         "min_prefix_tokens": _Knob("int"), "increment_tokens": _Knob("int", 1),
-        "ttl_s": _Knob("num", 0, strict=True)}
+        "ttl_s": _Knob("num", 0, strict=True), "mode": _Knob(choices=("implicit", "explicit")),
+        "max_writes": _Knob("int", 1), "match_breakpoints": _Knob("int", 1),
+        "retention": _Knob(choices=("in_memory", "24h")), "retention_24h_s": _Knob("num", 0, strict=True)}
+
+    @property
+    def lifetime_s(self) -> float:
+        """How long an entry lives after its last use: the ttl, or the extended retention."""
+        return self.retention_24h_s if self.retention == "24h" else self.ttl_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,28 +180,56 @@ class AnthropicParams(ProviderParams):
     ttl_1h_s: float = 3600.0
     max_breakpoints: int = 4
     lookback_blocks: int = 20
+    automatic: bool = False
     _KNOBS: ClassVar[dict[str, _Knob]] = {
         "min_cacheable_tokens": _Knob("int"), "ttl": _Knob(choices=("5m", "1h")),
         "ttl_5m_s": _Knob("num", 0, strict=True), "ttl_1h_s": _Knob("num", 0, strict=True),
-        "max_breakpoints": _Knob("int", 1), "lookback_blocks": _Knob("int")}
+        "max_breakpoints": _Knob("int", 1), "lookback_blocks": _Knob("int"), "automatic": _Knob("bool")}
 
     @property
     def ttl_seconds(self) -> float:
-        return self.ttl_5m_s if self.ttl == "5m" else self.ttl_1h_s
+        return self.ttl_s_of(self.ttl)
 
     @property
     def write_price(self) -> float:
-        return self.prices.cache_write_5m if self.ttl == "5m" else self.prices.cache_write_1h
+        return self.write_price_of(self.ttl)
+
+    def ttl_s_of(self, ttl: str) -> float:
+        return self.ttl_5m_s if ttl == "5m" else self.ttl_1h_s
+
+    def write_price_of(self, ttl: str) -> float:
+        return self.prices.cache_write_5m if ttl == "5m" else self.prices.cache_write_1h
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeminiParams(ProviderParams):
+    """Implicit caching: a minimum per model, whole tokens, an idle lifetime (assumed)."""
+
+    min_prefix_tokens: int = 2048
+    ttl_s: float = 300.0
+    increment_tokens: ClassVar[int] = 1       # the page names no step: whole tokens
+    _KNOBS: ClassVar[dict[str, _Knob]] = {
+        "min_prefix_tokens": _Knob("int"), "ttl_s": _Knob("num", 0, strict=True)}
 
 
 @dataclass(frozen=True, kw_only=True)
 class VLLMParams(ProviderParams):
     block_size: int = 16
+    hash_block_size: int | None = None       # None: block_size
     capacity_blocks: int | None = None
     hash_algo: str = "sha256"
     _KNOBS: ClassVar[dict[str, _Knob]] = {
-        "block_size": _Knob("int", 1), "capacity_blocks": _Knob("int", 1, optional=True),
-        "hash_algo": _Knob(choices=HASH_ALGOS)}
+        "block_size": _Knob("int", 1), "hash_block_size": _Knob("int", 1, optional=True),
+        "capacity_blocks": _Knob("int", 1, optional=True), "hash_algo": _Knob(choices=HASH_ALGOS)}
+
+    @property
+    def hash_size(self) -> int:
+        return self.hash_block_size or self.block_size
+
+    def _check(self, err: Callable[..., ProviderParamsError]) -> None:
+        if self.block_size % self.hash_size:
+            raise err("hash_block_size", f"must divide block_size ({self.block_size}), got {self.hash_size}",
+                      "vLLM merges the hashes of hash_block_size tokens into each block: use a divisor")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +241,8 @@ class SGLangParams(ProviderParams):
 
 
 _KINDS: dict[str, type[ProviderParams]] = {
-    "openai": OpenAIParams, "anthropic": AnthropicParams, "vllm": VLLMParams, "sglang": SGLangParams}
+    "openai": OpenAIParams, "anthropic": AnthropicParams, "gemini": GeminiParams, "vllm": VLLMParams,
+    "sglang": SGLangParams}
 
 
 def _read_presets(path: Path | Traversable) -> dict[str, Preset]:
@@ -209,6 +287,38 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> Preset:
     return out
 
 
+def _unalias(name: str, user: dict[str, Preset], shipped: dict[str, Preset], label: str | None) -> str:
+    """The preset an alias stands for (``openai`` -> ``openai@gpt-5.4``); other names as they are.
+    An alias is a preset holding only ``{"alias": "other-name"}``; the user's file comes first."""
+    seen = [name]
+    while True:
+        raw = user.get(name, shipped.get(name))
+        if raw is None or "alias" not in raw:
+            return name
+        src = label if name in user else "provider_params.json"
+        target = raw["alias"]
+        if not isinstance(target, str) or set(raw) - {"alias"} - {k for k in raw if k.startswith("_")}:
+            raise ProviderParamsError("an alias holds only {\"alias\": \"preset-name\"}", source=src,
+                                      preset=name, field="alias",
+                                      hint="name another preset, or write the preset itself (\"extends\" copies one)")
+        if target in seen:
+            raise ProviderParamsError(f"'alias' goes round in a circle: {' -> '.join(seen + [target])}",
+                                      source=src, preset=name, field="alias")
+        seen.append(target)
+        name = target
+
+
+def _unknown(name: str, user: dict[str, Preset], shipped: dict[str, Preset], label: str | None) -> UnknownProviderError:
+    known = sorted(set(shipped) | set(user))
+    provider, sep, variant = name.partition(VARIANT_SEP)
+    variants = [k for k in known if k.startswith(provider + VARIANT_SEP)]
+    if sep and variants:
+        return UnknownProviderError(f"unknown variant {variant!r} of provider {provider!r}", source=label,
+                                    hint=f"use one of: {', '.join(variants)} (or {provider}, the default)")
+    return UnknownProviderError(f"unknown provider {name!r}", source=label,
+                                hint=f"use one of: {', '.join(known)}, or define it in your own params file")
+
+
 def _resolve(name: str, user: dict[str, Preset], shipped: dict[str, Preset], label: str | None,
              chain: tuple[tuple[str, str], ...] = ()) -> tuple[Preset, str]:
     """Follow ``extends`` links; a user preset may extend the shipped preset of its own name.
@@ -216,6 +326,8 @@ def _resolve(name: str, user: dict[str, Preset], shipped: dict[str, Preset], lab
     for where, presets, src in (("user", user, label or ""), ("shipped", shipped, "provider_params.json")):
         if name in presets and (where, name) not in chain:
             raw = presets[name]
+            if "alias" in raw:          # checked by _unalias when asked for by name; followed here
+                return _resolve(str(raw["alias"]), user, shipped, label, chain + ((where, name),))
             base = raw.get("extends")
             if base is None:
                 return raw, src
@@ -228,12 +340,10 @@ def _resolve(name: str, user: dict[str, Preset], shipped: dict[str, Preset], lab
         path = " -> ".join(n for _, n in chain) + f" -> {name}"
         raise ProviderParamsError(f"'extends' goes round in a circle: {path}", source=label,
                                   hint="make one preset in the chain stand on its own")
-    raise UnknownProviderError(f"unknown provider {name!r}", source=label,
-                               hint=f"use one of: {', '.join(sorted(set(shipped) | set(user)))}, "
-                                    "or define it in your own params file")
+    raise _unknown(name, user, shipped, label)
 
 
-def _build(name: str, raw: Preset, over: Preset, source: str) -> ProviderParams:
+def _build(name: str, raw: Preset, over: Preset, source: str, preset_name: str = "") -> ProviderParams:
     def err(src: str) -> Callable[..., ProviderParamsError]:
         def make(field: str, msg: str, hint: str | None = None) -> ProviderParamsError:
             return ProviderParamsError(msg, preset=name, field=field, source=src, hint=hint or (
@@ -282,7 +392,26 @@ def _build(name: str, raw: Preset, over: Preset, source: str) -> ProviderParams:
              for k in cls._KNOBS if k in flat}
     prices = _prices(flat.get("prices") or {}, flat.get("multipliers") or {},
                      err("overrides" if {"prices", "multipliers"} & set(over) else source))
-    return cls(name=name, kind=kind, model=model, prices=prices, **knobs)
+    cited = _citation(flat, err(source if not {"source", "checked"} & set(over) else "overrides"))
+    out = cls(name=name, kind=kind, model=model, prices=prices, preset=preset_name or name, **cited, **knobs)
+    out._check(err(source if not set(cls._KNOBS) & set(over) else "overrides"))
+    return out
+
+
+def _citation(flat: Preset, err: Callable[..., ProviderParamsError]) -> dict[str, Any]:
+    """``source`` (the page a preset follows, as text) and ``checked`` (an ISO date, YYYY-MM-DD)."""
+    src, day = flat.get("source", ""), flat.get("checked")
+    if not isinstance(src, str):
+        raise err("source", f"must be a string (the page's address), got {src!r}")
+    if day is not None:
+        try:
+            if not isinstance(day, str) or len(day) != 10:
+                raise ValueError
+            datetime.date.fromisoformat(day)
+        except ValueError:
+            raise err("checked", f"must be a date written YYYY-MM-DD, got {day!r}",
+                      "write the day you checked the rules against the source page") from None
+    return {"source": src, "checked": day}
 
 
 def _prices(raw: Any, mult: Any, err: Callable[..., ProviderParamsError]) -> Prices:

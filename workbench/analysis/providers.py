@@ -1,12 +1,15 @@
-"""Provider prefix-cache simulation (SPEC 3.3): what OpenAI, Anthropic, vLLM and SGLang would
-report as cached for each request of a session, and what each request would cost.
+"""Provider prefix-cache simulation (SPEC 3.3): what OpenAI, Anthropic, Gemini, vLLM and SGLang
+would report as cached for each request of a session, and what each request would cost.
 
 The rules are data: ``provider_params.json`` holds the presets (sizes, TTLs, per-model minimums,
-example prices). Each simulator is a small class whose ``process(turn)`` takes one request and
-returns a ``TurnResult``, so a live workbench can feed turns as they come; ``simulate()`` runs a
-whole session. The vLLM simulator names blocks with the engine's hash chain
-(``engine.kv.block_hashes``) and the SGLang simulator is the engine's radix tree in its simulated
-mode (``engine.radix.RadixKVCache.simulated``): one implementation each, as in SGLang itself.
+example prices), each naming its source page and the day it was checked; ``openai@gpt-5.6`` picks
+a provider's variant. The engines (vLLM, SGLang) also hold the reply they generated: a turn's
+``reply_ids`` are counted as cached when the next prompt repeats them. Each simulator is a small
+class whose ``process(turn)`` takes one request and returns a ``TurnResult``, so a live workbench
+can feed turns as they come; ``simulate()`` runs a whole session. The vLLM simulator names blocks
+with the engine's hash chain (``engine.kv.block_hashes``) and the SGLang simulator is the engine's
+radix tree in its simulated mode (``engine.radix.RadixKVCache.simulated``): one implementation
+each, as in SGLang itself.
 
     >>> import numpy as np
     >>> doc = np.arange(3000, dtype=np.uint32)
@@ -33,9 +36,18 @@ from ..difference import first_difference
 from ..engine.kv import BlockHash, block_hashes
 from ..engine.radix import RadixKVCache
 from ..errors import ProviderParamsError, SimulationError
-from .provider_params import MILLION, AnthropicParams, OpenAIParams, ProviderParams, SGLangParams, VLLMParams
+from .provider_params import (
+    MILLION,
+    AnthropicParams,
+    GeminiParams,
+    OpenAIParams,
+    ProviderParams,
+    SGLangParams,
+    VLLMParams,
+)
 
 DEFAULT_GAP_S = 60.0          # TurnPrompt.time_s None: the turn comes this long after the previous one
+TTLS = ("5m", "1h")           # Anthropic cache_control TTLs, longest last
 
 
 # ---------------------------------------------------------------- turns and results
@@ -73,6 +85,9 @@ class TurnPrompt:
     ``block_ends``: where content blocks (messages) end, for Anthropic's lookback; empty means the
     boundaries known are this request's breakpoints and the ends of prefixes written earlier.
     ``time_s``: when it was sent; None means 60 s after the previous turn (the first at 0 s).
+    ``reply_ids``: the reply the model generated after this prompt, as the engine holds it (None:
+    unknown, the engine simulators then hold the prompt alone).
+    ``breakpoint_ttls``: each breakpoint's Anthropic TTL ("5m" or "1h"); empty: the preset's.
     The arrays are kept, not copied: do not change them after passing them in."""
 
     token_ids: np.ndarray
@@ -80,6 +95,8 @@ class TurnPrompt:
     time_s: float | None = None
     output_tokens: int = 0
     block_ends: tuple[int, ...] = ()
+    reply_ids: np.ndarray | None = None
+    breakpoint_ttls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         ids = _as_tokens(self.token_ids)
@@ -92,13 +109,29 @@ class TurnPrompt:
         o = self.output_tokens
         if isinstance(o, bool) or not isinstance(o, (int, np.integer)) or o < 0:
             raise SimulationError(f"must be a non-negative integer, got {o!r}", field="output_tokens")
+        if self.reply_ids is not None:
+            object.__setattr__(self, "reply_ids", _as_tokens(self.reply_ids))
+        ttls = tuple(self.breakpoint_ttls)
+        if ttls and (len(ttls) != len(self.breakpoints) or any(x not in TTLS for x in ttls)):
+            raise SimulationError(f"must give one of {', '.join(TTLS)} per breakpoint "
+                                  f"({len(self.breakpoints)}), got {list(ttls)}", field="breakpoint_ttls")
+        object.__setattr__(self, "breakpoint_ttls", ttls)
+
+    @property
+    def held_ids(self) -> np.ndarray:
+        """What an engine holds after this turn: the prompt and the reply it generated, less the
+        last sampled token (never fed back, so it has no KV: SGLang's cache_finished_req keeps
+        the committed KV only, vLLM caches computed blocks only). The prompt alone without a reply."""
+        if self.reply_ids is None or not len(self.reply_ids):
+            return self.token_ids
+        return np.concatenate([self.token_ids, self.reply_ids[:-1]]).astype(np.uint32, copy=False)
 
     @classmethod
     def from_assembly(cls, result: Any, *, breakpoints: Sequence[int] = (), time_s: float | None = None,
-                      output_tokens: int = 0) -> TurnPrompt:
+                      output_tokens: int = 0, reply_ids: np.ndarray | None = None) -> TurnPrompt:
         """From an AssemblyResult: its token ids, and its segment ends as the block boundaries."""
         ends = sorted({int(s.end) for s in result.segments if s.end > 0})
-        return cls(result.token_ids, tuple(breakpoints), time_s, output_tokens, tuple(ends))
+        return cls(result.token_ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids)
 
 
 @dataclass(frozen=True)
@@ -132,12 +165,20 @@ class Simulation:
     def total_cost(self) -> float:
         return sum(t.cost for t in self.turns)
 
+    @property
+    def preset_note(self) -> str:
+        """Which preset ran, its source page and the day it was checked (one line)."""
+        return self.params.citation if self.params is not None else f"preset {self.provider}"
+
     def to_json(self) -> dict[str, Any]:
-        """SPEC 7.3: {"provider", "turns": [{"turn", "tokens", "cached_tokens", "cost", ...}], "hit_ratio"}."""
+        """SPEC 7.3: {"provider", "turns": [{"turn", "tokens", "cached_tokens", "cost", ...}], "hit_ratio"},
+        and which preset ran: "preset", "source", "checked"."""
         out: dict[str, Any] = {"provider": self.provider, "turns": [t.to_json() for t in self.turns],
                                "hit_ratio": self.hit_ratio, "total_cost": self.total_cost}
         if self.params is not None:
-            out.update(kind=self.params.kind, model=self.params.model, params=self.params.to_json())
+            p = self.params
+            out.update(kind=p.kind, model=p.model, preset=p.preset or p.name, source=p.source, checked=p.checked,
+                       params=p.to_json())
         return out
 
 
@@ -174,12 +215,16 @@ class Simulator:
         n, p = len(turn.token_ids), self.params.prices
         billed_writes = written if self.bills_writes else 0
         uncached = n - cached - billed_writes
-        cost = (uncached * p.input + cached * p.cached_input + billed_writes * self._write_price()
+        cost = (uncached * p.input + cached * p.cached_input + self._write_cost(billed_writes)
                 + turn.output_tokens * p.output) / MILLION
         return TurnResult(idx, n, cached, written, cost, uncached, turn.output_tokens, t, detail)
 
     def _write_price(self) -> float:
         return self.params.prices.input
+
+    def _write_cost(self, written: int) -> float:
+        """USD per million tokens times tokens, for the writes of the turn just stepped."""
+        return written * self._write_price()
 
     def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
         """(cached tokens, cache-write tokens, one-line detail); may raise before changing state."""
@@ -223,11 +268,81 @@ class OpenAISimulator(Simulator):
                 kept.append(_Stored(toks, t))
             alive = kept
         self._stored = alive
+        steps = "whole tokens" if p.increment_tokens == 1 else f"{p.increment_tokens}-token steps"
         detail = (f"prompt under {p.min_prefix_tokens} tokens: not cached" if not cacheable else
-                  f"longest shared prefix {longest} -> {cached} cached in {p.increment_tokens}-token steps")
+                  f"longest shared prefix {longest} -> {cached} cached in {steps}")
         if expired:
             detail += f"; {expired} entr{'y' if expired == 1 else 'ies'} expired"
         return cached, 0, detail
+
+
+class GeminiSimulator(OpenAISimulator):
+    """Gemini implicit caching: automatic, a minimum per model, whole tokens, an idle lifetime."""
+
+    kind = "gemini"
+    params: GeminiParams       # type: ignore[assignment]   # the same knobs OpenAISimulator reads
+
+
+@dataclass(slots=True)
+class _Written:
+    source: int        # which stored prompt holds the prefix
+    length: int
+    last_used: float
+    order: int         # when it was written: matching considers the latest ones
+
+
+class OpenAIBreakpointSimulator(Simulator):
+    """GPT-5.6 and later: explicit prompt_cache_breakpoints (and one implicit, at the prompt's end,
+    in implicit mode); at most max_writes written per request, the latest ones; a read is the
+    longest live breakpoint prefix among the conversation's latest match_breakpoints, at any
+    distance (no lookback limit), not rounded; writes billed at ``prices.cache_write``."""
+
+    kind = "openai"
+    bills_writes = True
+    params: OpenAIParams
+
+    def __init__(self, params: ProviderParams):
+        super().__init__(params)
+        self._written: list[_Written] = []
+        self._sources: dict[int, np.ndarray] = {}
+        self._count = 0
+
+    def _write_price(self) -> float:
+        return self.params.prices.cache_write
+
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+        p, toks = self.params, turn.token_ids
+        n = len(toks)
+        self._written = [w for w in self._written if t - w.last_used <= p.lifetime_s]
+        recent = sorted(self._written, key=lambda w: w.order)[-p.match_breakpoints:]
+        shared = {sid: first_difference(src, toks) for sid, src in self._sources.items()
+                  if any(w.source == sid for w in recent)}
+        hit = max((w for w in recent if w.length <= n and shared[w.source] >= w.length),
+                  key=lambda w: w.length, default=None)
+        read = hit.length if hit is not None else 0
+        if hit is not None:
+            hit.last_used = t                               # a read keeps the entry alive
+        implicit = [n] if p.mode == "implicit" and n else []
+        room = p.max_writes - len(implicit)
+        explicit = list(turn.breakpoints)
+        writable = explicit[len(explicit) - room:] if room > 0 else []
+        passed = len(explicit) - len(writable)
+        written = [b for b in sorted(set(writable + implicit)) if b > read and b >= p.min_prefix_tokens]
+        if written:
+            sid = self._count
+            self._sources[sid] = toks
+            for b in written:
+                self._count += 1
+                self._written.append(_Written(sid, b, t, self._count))
+        used = {w.source for w in self._written}
+        self._sources = {k: v for k, v in self._sources.items() if k in used}
+        creation = written[-1] - read if written else 0
+        parts = [f"read {read}" if read else "no live breakpoint prefix to read"]
+        if written:
+            parts.append(f"wrote {creation} at {', '.join(map(str, written))}")
+        if passed:
+            parts.append(f"{passed} earlier breakpoint(s) not written (at most {p.max_writes} writes per request)")
+        return read, creation, "; ".join(parts)
 
 
 @dataclass(slots=True)
@@ -249,9 +364,36 @@ class AnthropicSimulator(Simulator):
         self._entries: dict[int, list[_Entry]] = {}       # prefix length -> entries (one per content)
         self._sources: dict[int, np.ndarray] = {}
         self._next_source = 0
+        self._write_usd = 0.0                              # the last turn's writes, per TTL stretch
+
+    def _breakpoints(self, turn: TurnPrompt, idx: int) -> dict[int, str]:
+        """This request's breakpoints -> their TTL: its own, and the automatic one (the top-level
+        cache_control, at the end of the last block) when the preset says so. Refused as the API
+        refuses them: more than max_breakpoints (the automatic one counts), or a 1h entry after a 5m one."""
+        p = self.params
+        out = dict(zip(turn.breakpoints, turn.breakpoint_ttls or (p.ttl,) * len(turn.breakpoints)))
+        if p.automatic and len(turn.token_ids):
+            out.setdefault(len(turn.token_ids), p.ttl)
+        if len(out) > p.max_breakpoints:
+            auto = " (the automatic one included)" if p.automatic else ""
+            raise SimulationError(f"has {len(out)} cache_control breakpoints{auto}; at most {p.max_breakpoints} "
+                                  "are allowed", turn=idx, field="breakpoints",
+                                  hint="keep the last breakpoint and the ones before long stable parts; "
+                                       f"each looks back {p.lookback_blocks} blocks on its own")
+        order = sorted(out)
+        for a, b in zip(order, order[1:]):
+            if TTLS.index(out[a]) < TTLS.index(out[b]):
+                raise SimulationError(f"a 1h breakpoint at token {b} comes after a 5m breakpoint at token {a}",
+                                      turn=idx, field="breakpoint_ttls",
+                                      hint="entries with a longer TTL must come first: mark the earlier "
+                                           "(more stable) prefixes 1h and the later ones 5m")
+        return out
 
     def _write_price(self) -> float:
         return self.params.write_price
+
+    def _write_cost(self, written: int) -> float:
+        return self._write_usd
 
     def _expire(self, t: float) -> None:
         for length in list(self._entries):
@@ -264,13 +406,11 @@ class AnthropicSimulator(Simulator):
         self._sources = {k: v for k, v in self._sources.items() if k in used}
 
     def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
-        p, toks, bps = self.params, turn.token_ids, turn.breakpoints
-        if len(bps) > p.max_breakpoints:
-            raise SimulationError(f"has {len(bps)} cache_control breakpoints; at most {p.max_breakpoints} "
-                                  "are allowed", turn=idx, field="breakpoints",
-                                  hint="keep the last breakpoint and the ones before long stable parts; "
-                                       f"each looks back {p.lookback_blocks} blocks on its own")
+        p, toks = self.params, turn.token_ids
+        ttl_of = self._breakpoints(turn, idx)
+        bps = tuple(sorted(ttl_of))
         self._expire(t)
+        self._write_usd = 0.0
         if not bps:
             return 0, 0, "no cache_control breakpoint: nothing read or written"
         shared = {sid: first_difference(src, toks) for sid, src in self._sources.items()}
@@ -298,11 +438,18 @@ class AnthropicSimulator(Simulator):
             sid, self._next_source = self._next_source, self._next_source + 1
             self._sources[sid] = toks
             for b in written:
-                self._entries.setdefault(b, []).append(_Entry(sid, t + p.ttl_seconds, p.ttl_seconds))
+                life = p.ttl_s_of(ttl_of[b])
+                self._entries.setdefault(b, []).append(_Entry(sid, t + life, life))
+        # Each stretch is written at the TTL of the breakpoint that ends it (1h ones come first).
+        start = read
+        for b in written:
+            self._write_usd += (b - start) * p.write_price_of(ttl_of[b])
+            start = b
         creation = written[-1] - read if written else 0
         parts = [f"read {read} (breakpoint at {at})" if read else "no live prefix to read"]
         if written:
-            parts.append(f"wrote {creation} ({p.ttl}) at {', '.join(map(str, written))}")
+            ttls = sorted({ttl_of[b] for b in written}, key=TTLS.index)
+            parts.append(f"wrote {creation} ({', '.join(ttls)}) at {', '.join(map(str, written))}")
         skipped = [b for b in bps if b > read and b < p.min_cacheable_tokens]
         if skipped:
             parts.append(f"under {p.min_cacheable_tokens} tokens, not cached: {', '.join(map(str, skipped))}")
@@ -329,8 +476,16 @@ class VLLMSimulator(Simulator):
         self._prev_hashes: list[BlockHash] = []
 
     def block_hashes(self, toks: np.ndarray) -> list[BlockHash]:
-        """hash[i] = H(hash[i-1] + bytes of block i), over full blocks only (`engine.kv.block_hashes`)."""
-        size, algo = self.params.block_size, self.params.hash_algo
+        """One key per full block of block_size tokens. The chain is hashed every hash_block_size
+        tokens, hash[i] = H(hash[i-1] + bytes of i-th piece) (`engine.kv.block_hashes`); a block's
+        key is the hash at its last piece, which stands for its whole prefix (vLLM merges the
+        finer hashes into each block the same way)."""
+        per = self.params.block_size // self.params.hash_size
+        chain = self._chain(toks)
+        return chain if per == 1 else chain[per - 1::per]
+
+    def _chain(self, toks: np.ndarray) -> list[BlockHash]:
+        size, algo = self.params.hash_size, self.params.hash_algo
         # The same prompt simulated again (the workbench re-simulates a session after each edit,
         # and only the edited turn changed) takes its chain from a small memo keyed by its content.
         memo_key = (algo, size, hashlib.blake2b(toks.tobytes(), digest_size=16).digest())
@@ -355,6 +510,9 @@ class VLLMSimulator(Simulator):
         hit = 0
         while hit < limit and hashes[hit] in blocks:
             hit += 1
+        held = turn.held_ids                                # the prompt, and the reply as generated
+        if len(held) > len(toks):
+            hashes = self.block_hashes(held)
         new = 0
         if isinstance(blocks, set):
             before = len(blocks)
@@ -374,7 +532,9 @@ class VLLMSimulator(Simulator):
             while len(blocks) > p.capacity_blocks:
                 blocks.popitem(last=False)
                 evicted += 1
-        detail = f"{hit} of {len(hashes)} full blocks cached ({p.block_size} tokens each)"
+        detail = f"{hit} of {limit} reusable full blocks cached ({p.block_size} tokens each)"
+        if len(held) > len(toks):
+            detail += f"; holds {len(hashes)} blocks with the reply"
         if evicted:
             detail += f"; {evicted} blocks evicted"
         return hit * p.block_size, new * p.block_size, detail
@@ -400,7 +560,7 @@ class SGLangSimulator(Simulator):
         n = len(toks)
         cached = tree.match(toks[:max(n - 1, 0) // ps * ps]).length     # one token is always recomputed
         evicted_before = tree.evicted_bytes
-        new = tree.insert(toks)                                          # its whole pages
+        new = tree.insert(turn.held_ids)         # its whole pages: the prompt and the reply as generated
         evicted = tree.evicted_bytes - evicted_before
         detail = f"longest stored prefix {cached}" + (f" (pages of {ps})" if ps > 1 else "")
         if evicted:
@@ -410,19 +570,27 @@ class SGLangSimulator(Simulator):
 
 _SIMULATORS: dict[str, type[Simulator]] = {
     "openai": OpenAISimulator, "anthropic": AnthropicSimulator, "vllm": VLLMSimulator,
-    "sglang": SGLangSimulator}
-PROVIDERS: tuple[str, ...] = tuple(_SIMULATORS)     # the provider kinds, in the order the panels show them
+    "sglang": SGLangSimulator, "gemini": GeminiSimulator}
+# The providers the panels show, in their order (plain names: each provider's default preset).
+# Gemini and the other variants (openai@gpt-5.6) run when asked for by name.
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "vllm", "sglang")
+
+
+def _simulator_class(params: ProviderParams) -> type[Simulator]:
+    if isinstance(params, OpenAIParams) and params.caching == "breakpoints":
+        return OpenAIBreakpointSimulator
+    return _SIMULATORS[params.kind]
 
 
 def make_simulator(provider: str = "openai", params: ProviderParams | None = None) -> Simulator:
     """A fresh simulator for a preset name, or for ``params`` (``provider`` must then agree)."""
     if params is None:
         params = ProviderParams.load(provider)
-    elif provider not in (params.kind, params.name):
+    elif provider not in (params.kind, params.name, params.preset):
         raise ProviderParamsError(f"params are for {params.kind!r} (preset {params.name!r}) but "
                                   f"provider={provider!r}", preset=params.name,
                                   hint=f"pass provider={params.kind!r} or leave params out")
-    return _SIMULATORS[params.kind](params)
+    return _simulator_class(params)(params)
 
 
 def simulate(turns: Sequence[TurnPrompt], provider: str = "openai",
@@ -434,6 +602,7 @@ def simulate(turns: Sequence[TurnPrompt], provider: str = "openai",
 
 
 __all__ = [
-    "PROVIDERS", "AnthropicSimulator", "OpenAISimulator", "SGLangSimulator", "Simulation", "Simulator", "TurnPrompt",
-    "TurnResult", "VLLMSimulator", "make_simulator", "simulate",
+    "PROVIDERS", "AnthropicSimulator", "GeminiSimulator", "OpenAIBreakpointSimulator", "OpenAISimulator",
+    "SGLangSimulator", "Simulation", "Simulator", "TurnPrompt", "TurnResult", "VLLMSimulator", "make_simulator",
+    "simulate",
 ]

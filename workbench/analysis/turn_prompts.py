@@ -1,15 +1,21 @@
 """A session's assembled turns as the provider simulators see them (`TurnPrompt`s): each turn's
-token ids, its cache breakpoints and the length of the reply that followed it."""
+token ids, its cache breakpoints, the length of the reply that followed it and, given the
+assembler, the reply's token ids as the model generated them (what an engine holds after the turn)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .prefix import _generated  # the analysis's own account of what the engine holds
 from .providers import TurnPrompt
 
 if TYPE_CHECKING:
+    from ..assembly import Assembler
     from ..assembly.result import AssemblyResult
+    from ..conversation import Message
 
 
 def breakpoints_of(result: "AssemblyResult", mode: str) -> tuple[int, ...]:
@@ -43,8 +49,37 @@ def reply_tokens(result: "AssemblyResult", following: "AssemblyResult | None") -
     return 0
 
 
-def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explicit") -> list[TurnPrompt]:
-    """One TurnPrompt per assembled turn, in order."""
-    return [TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
-                                     output_tokens=reply_tokens(r, results[k + 1] if k + 1 < len(results) else None))
-            for k, r in enumerate(results)]
+def _reply_message(result: "AssemblyResult", following: "AssemblyResult") -> "Message | None":
+    """The assistant message answering `result`: in the next request, the message right after the
+    last one `result` sent (found by its position in the request, so truncation does not shift it)."""
+    msgs = result.conversation.messages
+    if not msgs:
+        return None
+    after = msgs[-1].sequence + 1
+    return next((m for m in following.conversation.messages if m.sequence == after and m.role == "assistant"), None)
+
+
+def reply_ids(asm: "Assembler", result: "AssemblyResult", following: "AssemblyResult | None") -> np.ndarray | None:
+    """The reply to `result` as the model generated it (from after the generation prompt to its
+    end-of-turn token, rendered as the template writes a last turn: reasoning kept), tokenized on
+    its own as an engine appends it; None when the next request does not start with a reply."""
+    if following is None:
+        return None
+    reply = _reply_message(result, following)
+    if reply is None:
+        return None
+    text, _ = _generated(asm, result, reply)
+    return np.asarray(asm.tokenizer.encode_with_specials(text), dtype=np.uint32) if text else None
+
+
+def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explicit",
+                 asm: "Assembler | None" = None) -> list[TurnPrompt]:
+    """One TurnPrompt per assembled turn, in order. With `asm` (the assembler that built them),
+    each carries the reply that followed it as generated, which vLLM and SGLang hold."""
+    out = []
+    for k, r in enumerate(results):
+        nxt = results[k + 1] if k + 1 < len(results) else None
+        out.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
+                                            output_tokens=reply_tokens(r, nxt),
+                                            reply_ids=reply_ids(asm, r, nxt) if asm is not None else None))
+    return out

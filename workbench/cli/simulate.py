@@ -4,6 +4,9 @@ Every turn is assembled through one session under the chosen truncation policy (
 so a truncated turn is refitted from the previous one as a live client would send it. With
 `--truncation all` the policies run side by side: the JSON is the contract's object for the first
 (sliding), with a `policies` list of each policy's totals.
+
+`--provider` names a preset: a provider (`openai`, its default variant) or a dated variant
+(`openai@gpt-5.6`); the output says which preset ran, the page it follows and the day it was checked.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import sys
 
 from ..analysis.policies import PolicyRun, compare_policies
 from ..analysis.provider_params import ProviderParams
-from ..analysis.providers import PROVIDERS
 from ..sessions import load_session
 from ..truncation import STRATEGIES
 from .options import build_assembler, common_options
@@ -23,7 +25,9 @@ from .output import print_json
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("simulate", help="provider prefix-cache simulation: cached tokens per turn and cost")
     s.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
-    s.add_argument("--provider", default="openai", help=f"{' | '.join(PROVIDERS)} or a preset in --params")
+    s.add_argument("--provider", default="openai",
+                   help=f"a preset: {', '.join(ProviderParams.presets())} (provider@variant picks a dated rule "
+                        "set; a plain name is the provider's default), or a preset in --params")
     s.add_argument("--model", default=None, help="model whose prices and minimums apply (a preset's model list)")
     s.add_argument("--params", metavar="FILE", default=None,
                    help="your provider presets (JSON, same shape as workbench/analysis/provider_params.json)")
@@ -58,6 +62,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}\n")
     for t in sim.turns:
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}\n")
+    o.write(f"{params.citation}\n")
     return 0
 
 
@@ -73,3 +78,4 @@ def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParam
                 f"{r.cached_tokens(s.provider):>11,} {s.hit_ratio:>6.1%} {s.total_cost:>10.4f}\n")
     o.write("stable: turns whose prompt starts with the whole previous prompt (an engine prefills only the new "
             "tokens)\n")
+    o.write(f"{params.citation}\n")

@@ -316,7 +316,7 @@ class CacheFigures:
             if progress is not None:
                 progress(f"{side.label}: assembling every turn", k, len(requests))
             results.append(sess.assemble(requests[k]))
-        prompts = turn_prompts(results, "auto")
+        prompts = turn_prompts(results, "auto", held.asm)
         sims = tuple(simulate(prompts, p) for p in providers)
         held.requests, held.results, held.simulations = requests, results, sims
         return sims

@@ -74,7 +74,8 @@ def cache_html(p: "Panels") -> str:
     rates = ", ".join(f"{escape(k)} {hits:,} hit(s) of {n:,} ({hits / n:.0%})" if n else f"{escape(k)} no lookups"
                       for k, (hits, n) in p.lookups.items()) or "no lookups yet"
     prov = "".join(
-        f"<tr><td>{escape(s.provider)}</td><td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
+        f'<tr><td>{escape(s.provider)}<div class="wb-muted wb-preset">{escape(s.preset_note)}</div></td>'
+        f"<td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
         f"<td>{s.hit_ratio:.1%}</td><td>${s.total_cost:.4f}</td></tr>" for s in p.simulations)
     turns = len(p.simulations[0].turns) if p.simulations else 0
     return (f'<div class="wb-cache"><b>This turn&#x27;s segments by source</b>'

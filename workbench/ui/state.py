@@ -24,7 +24,7 @@ from typing import Any
 from ..analysis import TurnAnalysis, analyze_turn
 from ..analysis.policies import PolicyRun, run_policy, with_policy
 from ..analysis.providers import PROVIDERS, Simulation, TurnPrompt, simulate
-from ..analysis.turn_prompts import breakpoints_of, reply_tokens
+from ..analysis.turn_prompts import breakpoints_of, reply_ids, reply_tokens
 from ..assembly import Assembler, Session
 from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
@@ -536,7 +536,7 @@ class WorkbenchState:
     def _cache_part(self, out: Panels, records: list[TurnRecord], providers: tuple[str, ...], breakpoints: str,
                     turns_ms: float, assembled: int) -> Panels:
         asm = out.assembler
-        prompts = self._prompts_of([r.result for r in records], breakpoints)
+        prompts = self._prompts_of([r.result for r in records], breakpoints, asm)
         sims = tuple(simulate(prompts, p) for p in providers)
         shown = records[out.turn - 1].result if 1 <= out.turn <= len(records) else None
         sources: dict[str, dict[str, int]] = {}
@@ -554,7 +554,8 @@ class WorkbenchState:
                        turns_ms=turns_ms, turns_assembled=assembled, prompts=tuple(prompts),
                        parts=out.parts | {"cache"})
 
-    def _prompts_of(self, results: list[AssemblyResult], breakpoints: str) -> list[TurnPrompt]:
+    def _prompts_of(self, results: list[AssemblyResult], breakpoints: str,
+                    asm: Assembler | None = None) -> list[TurnPrompt]:
         """Each turn as the simulators see it; a turn whose result and next result are the very ones
         of the last call keeps its prompt (the reply's length comes from the next turn)."""
         held = self._prompts if self._prompts[0] == breakpoints else (breakpoints, [])
@@ -566,7 +567,8 @@ class WorkbenchState:
                 out.append(old[2])
                 continue
             out.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
-                                                output_tokens=reply_tokens(r, nxt)))
+                                                output_tokens=reply_tokens(r, nxt),
+                                                reply_ids=reply_ids(asm, r, nxt) if asm is not None else None))
         self._prompts = (breakpoints, [(r, results[k + 1] if k + 1 < len(results) else None, p)
                                        for k, (r, p) in enumerate(zip(results, out))])
         return out
