@@ -23,10 +23,32 @@ template and tokenizer), an estimate of the provider's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .prefix import Cause, TurnAnalysis
+
+# What this module reads of prefix.Cause and prefix.TurnAnalysis (prefix.py calls it: importing
+# those here, even for types only, would make the two modules a cycle).
+class Cause(Protocol):
+    @property
+    def code(self) -> str: ...
+    @property
+    def seq(self) -> int | None: ...
+
+
+class TurnAnalysis(Protocol):
+    @property
+    def turn(self) -> int: ...
+    @property
+    def causes(self) -> Sequence[Cause]: ...
+    @property
+    def held_tokens(self) -> int: ...
+    @property
+    def first_divergence(self) -> int | None: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def result(self) -> Any: ...
 
 ANTHROPIC_SOURCE = "https://platform.claude.com/docs/en/build-with-claude/cache-diagnostics"
 OPENAI_SOURCE = "https://developers.openai.com/api/docs/guides/prompt-caching/diagnostics"
