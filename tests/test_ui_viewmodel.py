@@ -194,3 +194,43 @@ def test_tokens_that_split_a_character_are_labelled_with_their_bytes() -> None:
     assert b"".join(label_bytes(x) for x in found).strip() == "🫘".encode()
     ascii_only = TokenViewModel(asm.tokenizer).update(asm.assemble({"messages": [{"role": "user", "content": "hi"}]}))
     assert not any("labels" in s for s in ascii_only.segments)
+
+
+def test_a_long_run_of_dropped_turns_is_folded_to_one_line_and_the_kept_prompt_is_sent_exactly() -> None:
+    from workbench.ui.state import WorkbenchState
+    from workbench.ui.viewmodel import FOLD_KEEP_TOKENS, FOLD_MIN_TOKENS
+    s = WorkbenchState(str(SESSIONS / "bench_1000.json"), autosave=None, restore=False)
+    r = s.assemble()
+    ov = s.overflow
+    assert ov is not None and r.dropped                       # the default window truncates this session
+    p = TokenViewModel(s.assembler().tokenizer).update(r, ov)
+    folds = [g for g in p.segments if g["kind"] == "folded"]
+    assert len(folds) == 1 and folds[0]["start"] == folds[0]["end"] and p.segments[0]["kind"] == "system"
+    i = p.segments.index(folds[0])
+    struck = [g for g in p.segments[i + 1:] if g.get("struck") == "dropped"]
+    shown = sum(g["end"] - g["start"] for g in struck)
+    assert struck and (shown <= FOLD_KEEP_TOKENS or len(struck) == 1)
+    dropped_tokens = sum(seg.token_count for seg, f in zip(ov.segments, ov.flags) if f == "dropped")
+    assert dropped_tokens > FOLD_MIN_TOKENS
+    assert f"{dropped_tokens - shown:,} tokens" in folds[0]["text"]
+    # What the model sees goes whole and exact: the unstruck segments' ids are the kept prompt's.
+    ids, _, _ = unpack(p)
+    off, kept = 0, []
+    for g in p.segments:
+        n = g["end"] - g["start"]
+        if g.get("struck") is None and g["kind"] != "folded":
+            kept.append(ids[off:off + n])
+        off += n
+    assert off == len(ids) and np.array_equal(np.concatenate(kept), r.token_ids)
+    assert p.header["segments"] == len(ov.segments)            # the header counts every segment
+    assert p.nbytes < 1_000_000                                # not the whole 249k-token history
+
+
+def test_a_short_run_of_dropped_turns_is_not_folded() -> None:
+    from workbench.ui.viewmodel import fold_dropped
+    tok_ids = np.arange(5, dtype=np.uint32)
+    from workbench.segments import Segment
+    segs = [Segment("message", "user", k, "hello", tok_ids, 5 * k, 5 * k + 5, 5 * k, 5 * k + 5) for k in range(6)]
+    flags = ["dropped"] * 4 + ["", ""]
+    out, out_flags = fold_dropped(segs, flags, "sliding")
+    assert out == segs and out_flags == flags

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..difference import first_difference
 from ..segments import Segment, originals
+from .budget_view import DROPPED
 
 if TYPE_CHECKING:
     from ..assembly.result import AssemblyResult
@@ -65,6 +66,54 @@ def _key(s: Segment) -> SegmentKey:
     return (s.kind, s.role, s.seq, s.text, hash(np.asarray(s.token_ids).tobytes()))
 
 
+FOLD_MIN_TOKENS = 2_000    # a run of dropped turns longer than this shows folded into one line...
+FOLD_KEEP_TOKENS = 1_000   # ...but for its last segments, up to this many tokens (at least one)
+
+
+def fold_dropped(segs: list[Segment], flags: list[str], policy: str) -> tuple[list[Segment], list[str]]:
+    """Each long run of segments the truncation policy drops, as one line saying how many messages
+    and tokens it holds, and the run's last segments struck through (what was dropped right before
+    what the model sees). A long session's history would otherwise reach the browser whole: 249k
+    tokens struck through above the 28.7k the model sees on the 1,000-message sample."""
+    out_s: list[Segment] = []
+    out_f: list[str] = []
+    i = 0
+    while i < len(segs):
+        j = i
+        while j < len(segs) and flags[j] == DROPPED:
+            j += 1
+        if j == i:
+            out_s.append(segs[i])
+            out_f.append(flags[i])
+            i += 1
+            continue
+        k, shown = j - 1, segs[j - 1].token_count    # the last one always shows
+        while k > i and shown + segs[k - 1].token_count <= FOLD_KEEP_TOKENS:
+            k -= 1
+            shown += segs[k].token_count
+        folded = segs[i:k]
+        if sum(s.token_count for s in folded) + shown > FOLD_MIN_TOKENS and folded:
+            out_s.append(_fold_line(folded, policy))
+            out_f.append("")
+            out_s.extend(segs[k:j])
+            out_f.extend(flags[k:j])
+        else:
+            out_s.extend(segs[i:j])
+            out_f.extend(flags[i:j])
+        i = j
+    return out_s, out_f
+
+
+def _fold_line(folded: list[Segment], policy: str) -> Segment:
+    messages = len({s.seq for s in folded if s.seq is not None})
+    tokens = sum(s.token_count for s in folded)
+    first = folded[0]
+    text = (f"⋯ {messages:,} earlier message(s), {tokens:,} tokens [{first.start}:{folded[-1].end}], dropped by the "
+            f"{policy} truncation policy: folded here (the budget bar counts them) ⋯")
+    return Segment("folded", None, None, text, np.zeros(0, np.uint32), first.start, first.start,
+                   first.char_start, first.char_start, first.source)
+
+
 class TokenViewModel:
     """Remembers what the front end holds; turns each new result into the patch that brings it there."""
 
@@ -88,6 +137,9 @@ class TokenViewModel:
         segment the model will not see flagged (`struck`: "dropped" or "over")."""
         segs = list(overflow.segments) if overflow is not None else originals(result.segments)
         flags = list(overflow.flags) if overflow is not None else [""] * len(segs)
+        n_segments = len(segs)
+        if overflow is not None:
+            segs, flags = fold_dropped(segs, flags, overflow.policy)
         struck = {id(s): f for s, f in zip(segs, flags) if f}
         keys = [(self._key_of(s), f) for s, f in zip(segs, flags)]
         keep = first_difference(self.sent, keys)
@@ -110,7 +162,7 @@ class TokenViewModel:
             ids.append(s_ids)
             ends.append(s_ends)
         all_ids = np.concatenate(ids) if ids else np.zeros(0, "<u4")
-        head = header(result, len(segs))
+        head = header(result, n_segments)
         head["overflow"] = overflow.header() if overflow is not None else None
         patch = Patch(keep=keep, segments=metas, header=head, runs=runs,
                       ids=all_ids.tobytes(), ends=(np.concatenate(ends) if ends else np.zeros(0, "<u4")).tobytes(),
