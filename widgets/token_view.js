@@ -72,6 +72,7 @@ function openChannel(info, on) {
 const STRUCK = { dropped: "dropped by truncation", over: "over the window: would not fit" };
 
 function segLabel(seg) {
+  if (seg.kind === "folded") return "folded: what the truncation policy drops";
   return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
     ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}` +
     (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
@@ -119,7 +120,7 @@ function renderSegment(seg, tokens, showTokens, warnings, later) {
   const body = document.createElement("div");
   const draw = (all) => {
     body.textContent = "";
-    if (!tokens) { body.textContent = seg.text; return; }
+    if (!tokens || (!tokens.length && seg.text)) { body.textContent = seg.text; return; }   // a folded run: its line
     const shown = all ? tokens : tokens.slice(0, FOLD_TOKENS);
     for (const t of shown) body.appendChild(tokenSpan(t, seg, showTokens));
     div.wbSpans = shown.length === tokens.length;   // every token has its span: a change can be spliced in
