@@ -7,7 +7,7 @@ import sys
 
 from ..analysis import analyze
 from ..sessions import load_session
-from .options import build_assembler, common_options
+from .options import build_assembler, common_options, projection_option
 from .output import print_json
 
 
@@ -15,10 +15,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser("analyze", help="prefix stability: where each turn's prompt diverges from the previous one")
     a.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
     common_options(a, turn=False)
+    projection_option(a)
     a.set_defaults(func=cmd_analyze)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    if args.projection:
+        from .projection import cmd_analyze_projection
+        return cmd_analyze_projection(args)
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
     turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory

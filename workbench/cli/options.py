@@ -68,6 +68,13 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_trunca
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
 
+def projection_option(p: argparse.ArgumentParser) -> None:
+    """`--projection`: the prefix-stable projection instead of the template's own rendering (render, analyze)."""
+    p.add_argument("--projection", action="store_true",
+                   help="prefix-stable projection: each turn is what the engine held after the previous one (its "
+                        "prompt and the reply as generated) followed by the template's rendering of the new messages")
+
+
 def load_vars(path: str) -> tuple[VariableConfig, dict[str, Any]]:
     p = Path(path)
     try:

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from ..assembly.result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
-from .options import build_assembler, common_options
+from .options import build_assembler, common_options, projection_option
 from .output import print_json
 
 _RESET = "\x1b[0m"
@@ -25,6 +25,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("render", help="render one turn of a session into prompt text and token ids")
     r.add_argument("session", help="session file (JSON: a request, a conversation or a log)")
     common_options(r)
+    projection_option(r)
     r.set_defaults(func=cmd_render)
     d = sub.add_parser("demo", help="render the embedded demo session (the default command)")
     common_options(d)
@@ -65,6 +66,9 @@ def print_variables(result: AssemblyResult, out: TextIO) -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    if args.projection:
+        from .projection import cmd_render_projection
+        return cmd_render_projection(args)
     session = load_session(args.session)
     return _emit(session, args)
 

@@ -1,0 +1,391 @@
+"""The prefix-stable projection: each turn's prompt is what the engine holds, then the new messages.
+
+A serving engine with prefix caching holds, after turn k−1, that turn's prompt followed by the
+reply exactly as the model generated it (up to and including its end-of-turn token). Many chat
+templates render the next request differently from that (earlier reasoning stripped, the system
+prompt moved to the last user message, a prefilled `<think>` the next turn writes otherwise), so the
+engine recomputes from the first difference on. The projection renders each turn as
+
+    prompt(k) = prompt(k−1) ids + the reply's ids as generated + the bridge ids
+
+where the bridge is the template's own text for the new messages: the template's rendering of the
+whole conversation `k`, from right after the reply's end-of-turn token to the end (generation prompt
+included). So what the engine held is always an exact prefix of the next prompt (the append-only log
+and pure projection of SPEC 3.2), and the new messages read as the template writes them. The price:
+the model sees a history shaped differently from its training format wherever the template would
+have rewritten it; each turn says where (`Departure`) in a plain sentence. Both renderings are kept.
+
+API (no UI imports; the one-click fix "choose the projection" calls it):
+
+    from workbench.analysis.projection import project, Projection
+    turns = project(asm, requests)        # one ProjectedTurn per request, in order
+    t = turns[k]
+    t.result                              # AssemblyResult of the projection: token_ids (np.uint32), text, segments
+    t.template                            # AssemblyResult of the template's own rendering of that request
+    t.origins                             # per segment of t.result: "held" | "reply" | "new"
+    t.held_tokens                         # what the engine held after the previous turn (an exact prefix)
+    t.template_reused                     # how much of that the template's own rendering reuses
+    t.departure                           # None, or where and how the projection differs from the template
+    t.restart                             # None, or why this turn is the template's rendering (an edited log)
+
+    p = Projection(asm)                   # step by step, as a Session: p.assemble(request) -> AssemblyResult
+
+A turn restarts from the template's own rendering when the request is not an append-only extension
+of the previous one (an edited, reordered or truncated history, changed tools, no assistant reply in
+between): no rendering can keep a prefix the log itself broke.
+
+Segments of a projected result keep the kinds the UI colours by (system, tools, message, generation
+prompt); the previous turn's generation prompt becomes part of the reply's message. The result's
+build context and cache key are marked as the projection's, so an incremental Session never extends
+a projected result as if it were the template's rendering, and the prompt cache never stores one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..assembly import Assembler
+from ..assembly.build import render_spans
+from ..assembly.result import AssemblyResult
+from ..budget import measure
+from ..cache.keys import message_fingerprint, prompt_key
+from ..conversation import Conversation, Message
+from ..difference import first_difference
+from ..segments import Segment, Span, originals, tokenize_spans
+from .prefix import _END_TOKENS
+
+HELD, REPLY, NEW = "held", "reply", "new"
+# How templates open a reasoning block: one kept in the projection and gone from the template's rendering
+# is reasoning the template strips from earlier turns.
+_REASONING_TAGS = ("<think>", "</think>", "<|channel|>analysis", "<seed:think>", "<|channel>thought", "[THINK]")
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """Where the projection first differs from the template's own rendering of the same request."""
+
+    token: int               # the first token index that differs
+    seq: int | None          # the message it falls in (as the template renders it)
+    role: str | None
+    note: str                # a plain sentence: what the model sees that its template would not show
+
+    def to_json(self) -> dict[str, Any]:
+        return {"token": self.token, "seq": self.seq, "role": self.role, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ProjectedTurn:
+    turn: int                        # from 1
+    result: AssemblyResult           # the projection
+    template: AssemblyResult         # the template's own rendering of the whole conversation
+    origins: tuple[str, ...]         # per segment of `result`: held | reply | new
+    held_tokens: int                 # what the engine held after the previous turn (0 on turn 1)
+    reused_tokens: int               # how much of that this projection reuses (all of it, unless it restarts)
+    template_reused: int             # how much of what the engine held the template's rendering reuses
+    departure: Departure | None      # None when the projection equals the template's rendering
+    restart: str | None = None       # why this turn is the template's rendering, not an extension
+    # Indices of segments that were a generation prompt when they were sent (carried forward).
+    openings: frozenset[int] = frozenset()
+
+    @property
+    def token_ids(self) -> NDArray[np.uint32]:
+        return self.result.token_ids
+
+    @property
+    def text(self) -> str:
+        return self.result.text
+
+    @property
+    def repaired(self) -> bool:
+        """The template's own rendering would have lost part of what the engine held; the projection keeps it."""
+        return self.restart is None and self.template_reused < self.held_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {"turn": self.turn, "tokens": self.result.total_tokens, "held_tokens": self.held_tokens,
+                "reused_tokens": self.reused_tokens,
+                "template_tokens": self.template.total_tokens, "template_reused": self.template_reused,
+                "departure": self.departure.to_json() if self.departure else None, "restart": self.restart,
+                "held_segments": sum(o != NEW for o in self.origins)}
+
+
+class Projection:
+    """The projection of one conversation, request by request (as `Assembler.session()` assembles them)."""
+
+    def __init__(self, asm: Assembler):
+        self.asm = asm
+        self._session = asm.session(keep=2)
+        self.turns: list[ProjectedTurn] = []
+        # The previous turn's template rendering and what the engine held after it (its reply added).
+        self._last: tuple[AssemblyResult, ProjectedTurn] | None = None
+
+    def assemble(self, request: Any) -> AssemblyResult:
+        return self.add(request).result
+
+    def add(self, request: Any) -> ProjectedTurn:
+        tmpl = self._session.assemble(request)
+        k = len(self.turns) + 1
+        if self._last is None:
+            turn = ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), 0, 0, 0, None)
+        else:
+            turn = _next_turn(self.asm, k, self._last[0], self._last[1], tmpl)
+        self.turns.append(turn)
+        self._last = (tmpl, turn)
+        return turn
+
+
+def project(asm: Assembler, requests: Iterable[Any]) -> list[ProjectedTurn]:
+    """The projection of a session's requests (each request: every message so far, as a client sends it)."""
+    p = Projection(asm)
+    for r in requests:
+        p.add(r)
+    return p.turns
+
+
+# ----------------------------------------------------------------------------------------------- one turn
+def _next_turn(asm: Assembler, k: int, prev_tmpl: AssemblyResult, prev: ProjectedTurn,
+               tmpl: AssemblyResult) -> ProjectedTurn:
+    reply = _reply(prev_tmpl.conversation, tmpl.conversation)
+    gen_text, gen_escaped = held_reply(asm, prev_tmpl, reply) if reply is not None else ("", [])
+    gen_ids = asm.tokenizer.encode(gen_text, gen_escaped) if gen_text else np.zeros(0, np.uint32)
+    held = np.concatenate([prev.token_ids, gen_ids]).astype(np.uint32, copy=False)
+    own = np.concatenate([prev_tmpl.token_ids, gen_ids]).astype(np.uint32, copy=False)
+    template_reused = _reuse(own, tmpl.token_ids)
+    why = _not_appended(prev_tmpl, tmpl, reply)
+    if why is not None:
+        # The log itself changed: this turn is the template's rendering, and the next extends it.
+        return ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), len(held), _reuse(held, tmpl.token_ids),
+                             template_reused, None, why)
+    assert reply is not None
+    b = bridge_start(asm, prev_tmpl, tmpl, reply, gen_text)
+    result, origins, openings = _build(asm, prev, reply, gen_text, gen_ids, tmpl, b, k)
+    dep = _departure(result, origins, openings, tmpl)
+    return ProjectedTurn(k, result, tmpl, origins, len(held), len(held), template_reused, dep, None, openings)
+
+
+def _reuse(held: NDArray[np.uint32], new: NDArray[np.uint32]) -> int:
+    return min(first_difference(held, new), len(held), len(new))
+
+
+def _reply(prev: Conversation, conv: Conversation) -> Message | None:
+    """The assistant message that answered the previous request: the first new message, if it is one."""
+    n = len(prev.messages)
+    if len(conv.messages) > n and conv.messages[n].role == "assistant":
+        return conv.messages[n]
+    return None
+
+
+def _not_appended(prev: AssemblyResult, res: AssemblyResult, reply: Message | None) -> str | None:
+    """Why request k does not extend request k−1 as an append-only log (None when it does)."""
+    if res.dropped or prev.dropped:
+        return "truncation dropped messages, so the history is not append-only"
+    pc, nc = prev.conversation, res.conversation
+    if pc.tools != nc.tools:
+        return "the tool schemas changed between the two requests"
+    n = len(pc.messages)
+    if len(nc.messages) < n:
+        return "the request has fewer messages than the previous one"
+    for a, b in zip(pc.messages, nc.messages[:n]):
+        if a.sequence != b.sequence or message_fingerprint(a) != message_fingerprint(b):
+            return f"message seq {b.sequence} differs from the previous request's (an edited log)"
+    if reply is None:
+        return "no assistant reply between the two requests"
+    return None
+
+
+def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message) -> tuple[str, list[tuple[int, int]]]:
+    """The text the model generated after the previous prompt (as prefix analysis defines it:
+    `prefix._generated`), and the character spans in it that are escaped text (the reply's own
+    special-token strings that the injection policy encodes as plain text).
+
+    The reply is the template's rendering of the conversation with the reply as its last turn, after
+    the previous prompt's body and generation prompt, up to and including the first end-of-turn token.
+    When the template renders the earlier turns differently once the reply is there, the text is the
+    reply's own part of that rendering, from where it differs from the generation prompt."""
+    conv = prev.conversation
+    gen = prev.segments[-1] if prev.segments and prev.segments[-1].kind == "generation_prompt" else None
+    body = prev.text[: gen.char_start] if gen else prev.text
+    gen_text = gen.text if gen else ""
+    r = render_spans(asm.context_at(), conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+    rendered = r.text
+    if rendered.startswith(body):
+        start = len(body)
+    else:
+        # The template rewrote what came before: take the reply's own span of this rendering.
+        start = next((s.start for s in r.spans if s.seq == -1), len(rendered))
+    part = rendered[start:]
+    start += len(gen_text) if part.startswith(gen_text) else first_difference(part, gen_text)
+    end = len(rendered)
+    ends = [(i, t) for t in _END_TOKENS if t in asm.tokenizer.specials and (i := rendered.find(t, start)) >= 0
+            and not _inside(i, r.escaped)]
+    if ends:
+        i, t = min(ends)
+        end = i + len(t)
+    escaped = [(max(s, start) - start, min(e, end) - start) for s, e in r.escaped if e > start and s < end]
+    return rendered[start:end], escaped
+
+
+def _inside(i: int, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(s <= i < e for s, e in spans)
+
+
+def bridge_start(asm: Assembler, prev: AssemblyResult, tmpl: AssemblyResult, reply: Message, generated: str) -> int:
+    """Where the bridge starts in the template's rendering of request k (`tmpl`): right after the
+    reply as generated. Where the template keeps the previous prompt and the reply as they were,
+    that is their length; otherwise it is found in the reply's own rendering: after its end-of-turn
+    token when the generated text ends with one, else after the generated text's last characters,
+    else where the next message starts."""
+    text = tmpl.text
+    held = len(prev.text) + len(generated)
+    if text.startswith(generated, len(prev.text)) and text.startswith(prev.text):
+        return held
+    segs = [s for s in tmpl.segments if s.seq == reply.sequence and s.kind == "message"]
+    later = [s for s in tmpl.segments if (s.seq is not None and s.seq > reply.sequence)
+             or s.kind == "generation_prompt"]
+    re_ = later[0].char_start if later else len(text)
+    if not segs:
+        return re_
+    rs = segs[0].char_start
+    ends = [t for t in _END_TOKENS if t in asm.tokenizer.specials]
+    own = next((t for t in ends if generated.endswith(t)), None)
+    if own is not None:
+        i = _rfind_free(text, own, rs, re_, tmpl.escaped)
+        if i >= 0:
+            return i + len(own)
+    tail = generated[-32:]
+    if tail and (i := text.rfind(tail, rs, re_)) >= 0:
+        return i + len(tail)
+    best = max(((i, t) for t in ends if (i := _rfind_free(text, t, rs, re_, tmpl.escaped)) >= 0), default=None)
+    return best[0] + len(best[1]) if best is not None else re_
+
+
+def _rfind_free(text: str, token: str, lo: int, hi: int, escaped: Sequence[tuple[int, int]]) -> int:
+    """The last occurrence of `token` in text[lo:hi] that is the template's (not escaped user text)."""
+    i = text.rfind(token, lo, hi)
+    while i >= 0 and _inside(i, escaped):
+        i = text.rfind(token, lo, i)
+    return i
+
+
+def _build(asm: Assembler, prev: ProjectedTurn, reply: Message, gen_text: str, gen_ids: NDArray[np.uint32],
+           tmpl: AssemblyResult, b: int, k: int) -> tuple[AssemblyResult, tuple[str, ...], frozenset[int]]:
+    """The projected result: the previous projection, the reply as generated, the bridge."""
+    pr = prev.result
+    text0, n0 = pr.text, pr.total_tokens
+    segs: list[Segment] = []
+    openings = set(prev.openings)
+    for i, s in enumerate(originals(pr.segments)):
+        if s.kind == "generation_prompt":
+            # Sent as the generation prompt; now the opening of the reply the engine holds.
+            s = dataclasses.replace(s, kind="message", role="assistant", seq=reply.sequence, source="fresh")
+            openings.add(i)
+        segs.append(s)
+    origins = [HELD] * len(segs)
+    c1, n1 = len(text0) + len(gen_text), n0 + len(gen_ids)
+    if gen_text:
+        segs.append(Segment("message", "assistant", reply.sequence, gen_text, _ro(gen_ids), n0, n1, len(text0), c1))
+        origins.append(REPLY)
+    bridge = tmpl.text[b:]
+    spans = [Span(s.kind, s.role, s.seq, max(s.char_start, b) - b, s.char_end - b)
+             for s in tmpl.segments if s.char_end > b]
+    escaped = [(max(s, b) - b, e - b) for s, e in tmpl.escaped if e > b]
+    bsegs, bids, _ = tokenize_spans(bridge, spans, asm.tokenizer, escaped) if bridge else ([], np.zeros(0, np.uint32),
+                                                                                            [])
+    for s in bsegs:
+        segs.append(dataclasses.replace(s, start=s.start + n1, end=s.end + n1, char_start=s.char_start + c1,
+                                        char_end=s.char_end + c1))
+        origins.append(NEW)
+    ids = _ro(np.concatenate([pr.token_ids, gen_ids, bids]).astype(np.uint32, copy=False))
+    text = text0 + gen_text + bridge
+    conv = tmpl.conversation
+    context = f"{tmpl.context}/projection"
+    key = prompt_key(context, conv.tools, tmpl.prefix_chain + (f"turns:{k}",), bool(bsegs and
+                                                                                   bsegs[-1].kind ==
+                                                                                   "generation_prompt"))
+    budget = measure(asm.window(conv), conv, segs, len(ids))
+    result = dataclasses.replace(tmpl, text_source=text, ids_source=ids, segments=tuple(segs), budget=budget,
+                                 cache_key=key, context=context, kept=None,
+                                 cache_hits={"local": 0, "redis": 0})
+    return result, tuple(origins), frozenset(openings)
+
+
+def _ro(a: NDArray[np.uint32]) -> NDArray[np.uint32]:
+    a.flags.writeable = False
+    return a
+
+
+# ------------------------------------------------------------------------------------------- departure
+def _departure(result: AssemblyResult, origins: Sequence[str], openings: frozenset[int],
+               tmpl: AssemblyResult) -> Departure | None:
+    q, p = result.token_ids, tmpl.token_ids
+    d = first_difference(q, p)
+    if d >= len(q) and d >= len(p):
+        return None
+    qi = _segment_at(result.segments, d)
+    ps = tmpl.segments[_segment_at(tmpl.segments, d)] if tmpl.segments else None
+    qs = result.segments[qi] if result.segments else None
+    seq = ps.seq if ps is not None else None
+    role = ps.role if ps is not None else None
+    return Departure(d, seq, role, _note(result.conversation, qs, ps, qi in openings, origins[qi] if qs else NEW))
+
+
+def _segment_at(segments: Sequence[Segment], d: int) -> int:
+    for i, s in enumerate(segments):
+        if s.start <= d < s.end:
+            return i
+    return max(len(segments) - 1, 0)
+
+
+def _note(conv: Conversation, qs: Segment | None, ps: Segment | None, opening: bool, origin: str) -> str:
+    """What the model sees in the projection that its template's rendering does not show, in words."""
+    msgs = {m.sequence: m for m in conv.messages}
+    m = msgs.get(qs.seq) if qs is not None and qs.seq is not None else None
+    if opening:
+        return ("the model sees the generation prompt it was given for an earlier reply (e.g. a prefilled "
+                "<think>), where its template renders that turn's opening differently in training format")
+    if m is not None and m.role == "assistant" and qs is not None and ps is not None:
+        r = (m.reasoning or "").strip()
+        if r and r[:40] in qs.text and r[:40] not in ps.text:
+            return (f"the model sees earlier reasoning kept (reply seq {m.sequence}), which its template strips "
+                    "in training format")
+        if any(t in qs.text and t not in ps.text for t in _REASONING_TAGS):
+            return (f"the model sees the reasoning block of an earlier reply kept (seq {m.sequence}, empty here), "
+                    "which its template strips in training format")
+    if qs is not None and ps is not None:
+        system = next(((x.content or "").strip()[:40] for x in conv.messages if x.role == "system"
+                       and (x.content or "").strip()), None)
+        if system and qs.role != "system" and (system in qs.text) != (system in ps.text):
+            return ("the model sees the system prompt where the earlier requests put it; its template moves it "
+                    "next to the latest user message")
+        if any((n in qs.text) != (n in ps.text) for n in map(_tool_name, conv.tools)):
+            return ("the model sees the tool definitions where an earlier request had them; its template places "
+                    "them elsewhere once more turns follow")
+        closed = next((t for t in _END_TOKENS if t in qs.text and t not in ps.text), None)
+        if closed is not None and m is not None and m.role == "assistant":
+            return (f"the model sees an earlier reply closed with the token it generated ({closed}), where its "
+                    "template closes earlier turns differently in training format")
+    if origin == NEW or qs is None:
+        return "the model sees the new messages after the earlier turns exactly as it was served them"
+    who = f"{m.role} message seq {m.sequence}" if m is not None else "an earlier turn"
+    return (f"the model sees {who} as it was rendered when it was the latest turn; its template renders it "
+            "differently once more turns follow")
+
+
+def _tool_name(schema: str) -> str:
+    try:
+        d = json.loads(schema)
+    except ValueError:
+        return "\x00"
+    f = d.get("function", d) if isinstance(d, dict) else {}
+    name = f.get("name") if isinstance(f, dict) else None
+    return name if isinstance(name, str) and name else "\x00"
+
+
+__all__ = ["HELD", "NEW", "REPLY", "Departure", "ProjectedTurn", "Projection", "bridge_start", "held_reply",
+           "project"]
