@@ -22,7 +22,7 @@ from oracles import ensure
 
 from workbench import Assembler
 from workbench.analysis.prefix import _generated, analyze
-from workbench.analysis.projection import HELD, NEW, REPLY, Projection, project
+from workbench.analysis.projection import HELD, NEW, REPLY, Projection, held_reply, project, shows
 from workbench.analysis.projection_sweep import report, summary, sweep
 from workbench.cli.main import main
 from workbench.errors import TemplateError
@@ -43,10 +43,18 @@ def turns_of(name: str) -> list:
 
 
 def engine_held(asm: Assembler, prev, turn) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """What the engine holds after `prev` was served, as prefix analysis defines the reply (its code)."""
+    """What the engine holds after `prev` was served, the reply as prefix analysis reads it (its code),
+    unless that reading lacks the reply's content (prefix analysis stops at gpt-oss's <|end|> after the
+    analysis channel): then the projection's reading, which must show the content."""
     reply = turn.template.conversation.messages[len(prev.template.conversation.messages)]
     text, _ = _generated(asm, prev.template, reply)
-    return np.concatenate([prev.token_ids, asm.tokenizer.encode_with_specials(text)]).astype(np.uint32)
+    if shows(reply, text):
+        ids = asm.tokenizer.encode_with_specials(text)
+    else:
+        own, escaped = held_reply(asm, prev.template, reply, turn.template)
+        assert shows(reply, own)
+        ids = asm.tokenizer.encode(own, escaped)
+    return np.concatenate([prev.token_ids, ids]).astype(np.uint32)
 
 
 def check_segments(t) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +92,9 @@ def test_official_templates_projection_keeps_everything_the_engine_held(capsys) 
     assert len(breaking) >= 30, "the oracle set has many templates that rewrite earlier turns"
     for r in breaking:
         assert r.kept == r.turns, f"{r.template}: {r.turns - r.kept} turns lost what the engine held"
+    for r in rows:
+        # every bridge is the template's own text from right after the reply: nothing doubled or lost
+        assert r.bridged == r.turns, f"{r.template}: {r.turns - r.bridged} bridges start elsewhere"
     assert s["repaired"] == s["breaking"]
     # Templates that rewrite earlier turns at the text level (not only at the fallback tokenizer's
     # boundaries) are among the repaired: Qwen3 strips reasoning, Mistral-Nemo moves the system prompt.
@@ -148,14 +159,42 @@ def test_departure_notes_say_what_the_model_sees() -> None:
 
 def test_generation_prompt_the_next_turn_renders_differently() -> None:
     """DeepSeek R1's template prefills `<think>` and renders earlier replies without it: the
-    projection keeps the prefilled opening and what the model generated after it."""
+    projection keeps the prefilled opening and what the model generated after it, then the
+    template's text for the new message, not a character more or less (the fallback tokenizer
+    snaps segment starts back into the end-of-sentence marker: the bridge must not)."""
     path = ensure() / "templates" / "llama-cpp-deepseek-r1.jinja"
     asm = Assembler(template=str(path), cache=None)
-    turns = project(asm, turns_of("coding_corrections"))
+    first = [{"role": "user", "content": "2+2?"}]
+    second = first + [{"role": "assistant", "content": "4", "reasoning_content": "add them"},
+                      {"role": "user", "content": "and 3+3?"}]
+    turns = project(asm, [{"messages": first}, {"messages": second}])
     t = turns[1]
+    eos, opening = "<｜end▁of▁sentence｜>", "<｜Assistant｜><think>\n"
+    assert turns[0].text.endswith(opening)
+    # the template renders the earlier reply without the opening it was generated after
+    assert t.template.text.startswith("<｜User｜>2+2?" + eos + "<｜Assistant｜>4" + eos)
+    assert t.text == turns[0].text + "4" + eos + "<｜User｜>and 3+3?" + eos + opening
     held = engine_held(asm, turns[0], t)
     assert np.array_equal(t.token_ids[:len(held)], held)
     assert t.departure is not None and "generation prompt" in t.departure.note
+    on_sessions = project(asm, turns_of("coding_corrections"))
+    assert all(x.departure is not None for x in on_sessions[1:])
+
+
+def test_gpt_oss_reply_as_generated_runs_to_its_stop_token() -> None:
+    """gpt-oss writes the analysis channel, closes it with <|end|> and goes on to the final message:
+    the model stops at <|return|>, so the engine holds both, which its template drops from history."""
+    asm = Assembler(template="gpt-oss", cache=None)
+    first = [{"role": "user", "content": "hi"}]
+    second = first + [{"role": "assistant", "content": "Hello there", "reasoning_content": "greet back"},
+                      {"role": "user", "content": "bye"}]
+    turns = project(asm, [{"messages": first}, {"messages": second}])
+    t = turns[1]
+    reply = "".join(s.text for s, o in zip(t.result.segments, t.origins) if o == REPLY)
+    assert "greet back" in reply and "Hello there" in reply and reply.endswith("<|return|>")
+    assert "greet back" not in t.template.text
+    assert t.text.startswith(turns[0].text + reply + "<|start|>user<|message|>bye<|end|>")
+    assert t.departure is not None and t.repaired
 
 
 def test_an_edited_log_restarts_from_the_template() -> None:

@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..assembly import Assembler
-from ..assembly.build import render_spans
+from ..assembly.build import Rendering, render_spans
 from ..assembly.result import AssemblyResult
 from ..budget import measure
 from ..cache.keys import message_fingerprint, prompt_key
@@ -152,7 +152,7 @@ def project(asm: Assembler, requests: Iterable[Any]) -> list[ProjectedTurn]:
 def _next_turn(asm: Assembler, k: int, prev_tmpl: AssemblyResult, prev: ProjectedTurn,
                tmpl: AssemblyResult) -> ProjectedTurn:
     reply = _reply(prev_tmpl.conversation, tmpl.conversation)
-    gen_text, gen_escaped = held_reply(asm, prev_tmpl, reply) if reply is not None else ("", [])
+    gen_text, gen_escaped = held_reply(asm, prev_tmpl, reply, tmpl) if reply is not None else ("", [])
     gen_ids = asm.tokenizer.encode(gen_text, gen_escaped) if gen_text else np.zeros(0, np.uint32)
     held = np.concatenate([prev.token_ids, gen_ids]).astype(np.uint32, copy=False)
     own = np.concatenate([prev_tmpl.token_ids, gen_ids]).astype(np.uint32, copy=False)
@@ -199,30 +199,66 @@ def _not_appended(prev: AssemblyResult, res: AssemblyResult, reply: Message | No
     return None
 
 
-def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message) -> tuple[str, list[tuple[int, int]]]:
-    """The text the model generated after the previous prompt (as prefix analysis defines it:
-    `prefix._generated`), and the character spans in it that are escaped text (the reply's own
-    special-token strings that the injection policy encodes as plain text).
+def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message, tmpl: AssemblyResult | None = None
+               ) -> tuple[str, list[tuple[int, int]]]:
+    """The text the model generated after the previous prompt, and the character spans in it that
+    are escaped text (the reply's own special-token strings that the injection policy encodes as
+    plain text).
 
-    The reply is the template's rendering of the conversation with the reply as its last turn, after
-    the previous prompt's body and generation prompt, up to and including the first end-of-turn token.
-    When the template renders the earlier turns differently once the reply is there, the text is the
-    reply's own part of that rendering, from where it differs from the generation prompt."""
+    As prefix analysis defines it (`prefix._generated`): the template's rendering of the conversation
+    with the reply as its last turn, after the previous prompt's body and generation prompt, up to and
+    including the first end-of-turn token after the reply's content (prefix analysis stops at the
+    first one: for gpt-oss, the end of the analysis channel). Some templates render a last assistant turn as a prefill
+    (its opening only, without the content): then, given `tmpl` (the next request's rendering), the
+    reply is taken from its rendering there, from where it differs from the generation prompt."""
     conv = prev.conversation
     gen = prev.segments[-1] if prev.segments and prev.segments[-1].kind == "generation_prompt" else None
     body = prev.text[: gen.char_start] if gen else prev.text
     gen_text = gen.text if gen else ""
-    r = render_spans(asm.context_at(), conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+    ctx = asm.context_at()
+    r = render_spans(ctx, conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+    text, escaped = _reply_span(asm, r, body, gen_text, reply, -1)
+    if gen_text and len(text) > len(gen_text) and text.endswith(gen_text):
+        # A template that ends every rendering with the generation prompt (add_generation_prompt or
+        # not): the model stops before it, so it is not part of the reply.
+        text = text[: len(text) - len(gen_text)]
+        escaped = [(s, min(e, len(text))) for s, e in escaped if s < len(text)]
+    if tmpl is not None and not shows(reply, text):
+        agp = bool(tmpl.segments) and tmpl.segments[-1].kind == "generation_prompt"
+        text2, escaped2 = _reply_span(asm, render_spans(ctx, tmpl.conversation, agp), None, gen_text, reply,
+                                       reply.sequence)
+        if shows(reply, text2):
+            return text2, escaped2
+    return text, escaped
+
+
+def shows(reply: Message, text: str) -> bool:
+    """Whether `text` holds the reply's content (the start of it; a reply without content: always)."""
+    content = (reply.content or "").strip()
+    return not content or content[:20] in text
+
+
+def _reply_span(asm: Assembler, r: Rendering, body: str | None, gen_text: str, reply: Message, seq: int
+                ) -> tuple[str, list[tuple[int, int]]]:
+    """The reply's generated part of rendering `r`: after `body` when the rendering starts with it,
+    else in message `seq`'s span; past the generation prompt; to the first end-of-turn token."""
     rendered = r.text
-    if rendered.startswith(body):
-        start = len(body)
+    if body is not None and rendered.startswith(body):
+        start, stop = len(body), len(rendered)
     else:
         # The template rewrote what came before: take the reply's own span of this rendering.
-        start = next((s.start for s in r.spans if s.seq == -1), len(rendered))
-    part = rendered[start:]
+        span = next((s for s in r.spans if s.seq == seq), None)
+        start, stop = (span.start, len(rendered) if seq == -1 else span.end) if span else (len(rendered),) * 2
+    part = rendered[start:stop]
     start += len(gen_text) if part.startswith(gen_text) else first_difference(part, gen_text)
-    end = len(rendered)
-    ends = [(i, t) for t in _END_TOKENS if t in asm.tokenizer.specials and (i := rendered.find(t, start)) >= 0
+    start = min(start, stop)
+    end = stop
+    # The model stops at the first end-of-turn token after its content: a reply made of several
+    # messages (gpt-oss: the analysis channel closed by <|end|>, then the final one) runs on.
+    content = (reply.content or "").strip()[:20]
+    at = rendered.find(content, start, stop) if content else -1
+    frm = at if at >= 0 else start
+    ends = [(i, t) for t in _END_TOKENS if t in asm.tokenizer.specials and 0 <= (i := rendered.find(t, frm)) < stop
             and not _inside(i, r.escaped)]
     if ends:
         i, t = min(ends)
@@ -239,8 +275,9 @@ def bridge_start(asm: Assembler, prev: AssemblyResult, tmpl: AssemblyResult, rep
     """Where the bridge starts in the template's rendering of request k (`tmpl`): right after the
     reply as generated. Where the template keeps the previous prompt and the reply as they were,
     that is their length; otherwise it is found in the reply's own rendering: after its end-of-turn
-    token when the generated text ends with one, else after the generated text's last characters,
-    else where the next message starts."""
+    token when the generated text ends with one, else after the generated text's last characters
+    (32, 16 or 8 of them), else after the reply's last end-of-turn token in the template's text, else
+    where the next message starts."""
     text = tmpl.text
     held = len(prev.text) + len(generated)
     if text.startswith(generated, len(prev.text)) and text.startswith(prev.text):
@@ -250,19 +287,35 @@ def bridge_start(asm: Assembler, prev: AssemblyResult, tmpl: AssemblyResult, rep
              or s.kind == "generation_prompt"]
     re_ = later[0].char_start if later else len(text)
     if not segs:
-        return re_
+        return next_message_start(asm, tmpl, reply.sequence)
     rs = segs[0].char_start
-    ends = [t for t in _END_TOKENS if t in asm.tokenizer.specials]
-    own = next((t for t in ends if generated.endswith(t)), None)
+    own = next((t for t in _END_TOKENS if t in asm.tokenizer.specials and generated.endswith(t)), None)
+    # Segment starts are snapped back to token boundaries: the reply's rendering may run a few
+    # characters past the next segment's start, so each search may end up to its own length later.
     if own is not None:
-        i = _rfind_free(text, own, rs, re_, tmpl.escaped)
+        i = _rfind_free(text, own, rs, re_ + len(own), tmpl.escaped)
         if i >= 0:
             return i + len(own)
-    tail = generated[-32:]
-    if tail and (i := text.rfind(tail, rs, re_)) >= 0:
-        return i + len(tail)
-    best = max(((i, t) for t in ends if (i := _rfind_free(text, t, rs, re_, tmpl.escaped)) >= 0), default=None)
-    return best[0] + len(best[1]) if best is not None else re_
+    # The reply's last characters: the template may write the end of a turn in its history that the
+    # reply as the last turn did not have (a closing token after tool calls): the bridge starts with it.
+    for n in (32, 16, 8):
+        tail = generated[-n:]
+        if tail and (i := text.rfind(tail, rs, re_ + len(tail))) >= 0:
+            return i + len(tail)
+    # The template's own closing of the reply in its history (gpt-oss writes <|end|> where the model
+    # generated <|return|>); by its text, as a tokenizer without these special tokens counts it too.
+    best = max(((i, t) for t in _END_TOKENS if (i := _rfind_free(text, t, rs, re_ + len(t), tmpl.escaped)) >= 0),
+               default=None)
+    return best[0] + len(best[1]) if best is not None else next_message_start(asm, tmpl, reply.sequence)
+
+
+def next_message_start(asm: Assembler, tmpl: AssemblyResult, seq: int) -> int:
+    """Where the template's text for the first message after `seq` (or its generation prompt) starts,
+    before segment starts are snapped to token boundaries (a render with spans)."""
+    agp = bool(tmpl.segments) and tmpl.segments[-1].kind == "generation_prompt"
+    spans = render_spans(asm.context_at(), tmpl.conversation, agp).spans
+    return next((sp.start for sp in spans if (sp.seq is not None and sp.seq > seq) or sp.kind == "generation_prompt"),
+                len(tmpl.text))
 
 
 def _rfind_free(text: str, token: str, lo: int, hi: int, escaped: Sequence[tuple[int, int]]) -> int:
