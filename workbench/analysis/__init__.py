@@ -11,6 +11,9 @@ would reuse across a session's requests.
 - `provider_terms.py`: each prefix-analysis cause in Anthropic's and OpenAI's cache-diagnostic terms.
 - `turn_prompts.py`: a session's assembled turns as the requests the simulators take (with the
   reply each turn generated, which the engines hold).
+- `projection.py`: the prefix-stable projection: each turn is what the engine held after the previous
+  one, then the template's own text for the new messages; where it departs from the template's
+  rendering (`projection_sweep.py` measures it over many templates).
 - `policies.py`: the truncation policies (sliding, chunked, summary-slot) compared over a whole
   session: tokens sent, cached tokens and cost per provider, prefix-stable turns.
 
