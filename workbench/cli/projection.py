@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..analysis.projection import ProjectedTurn, project
@@ -33,13 +34,13 @@ def projection_json(t: ProjectedTurn) -> dict[str, Any]:
             "restart": t.restart}
 
 
-def cmd_render_projection(args: argparse.Namespace) -> int:
+def cmd_render_projection(args: argparse.Namespace, print_view: Callable[..., None]) -> int:
+    """`print_view`: render.py's segment view (passed in: render.py calls this module, not the reverse)."""
     turns, _, _ = projected(args, args.turn)
     t = turns[-1]
     if args.json:
         print_json({**t.result.to_json(), "projection": projection_json(t)})
         return 0
-    from .render import print_view
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                         and not os.environ.get("NO_COLOR"))
     print_view(t.result, sys.stdout, colour=colour, full=args.full)

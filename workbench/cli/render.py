@@ -68,7 +68,7 @@ def print_variables(result: AssemblyResult, out: TextIO) -> None:
 def cmd_render(args: argparse.Namespace) -> int:
     if args.projection:
         from .projection import cmd_render_projection
-        return cmd_render_projection(args)
+        return cmd_render_projection(args, print_view)
     session = load_session(args.session)
     return _emit(session, args)
 
