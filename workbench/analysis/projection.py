@@ -233,9 +233,12 @@ def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message, tmpl: Assem
 
 
 def shows(reply: Message, text: str) -> bool:
-    """Whether `text` holds the reply's content (the start of it; a reply without content: always)."""
+    """Whether `text` holds the reply: the start of its content, else its first tool call's name
+    (a reply with neither: always)."""
     content = (reply.content or "").strip()
-    return not content or content[:20] in text
+    if content:
+        return content[:20] in text
+    return not reply.tool_calls or reply.tool_calls[0].name in text
 
 
 def _reply_span(asm: Assembler, r: Rendering, body: str | None, gen_text: str, reply: Message, seq: int
