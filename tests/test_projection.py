@@ -44,11 +44,12 @@ def turns_of(name: str) -> list:
 
 def engine_held(asm: Assembler, prev, turn) -> np.ndarray:  # type: ignore[no-untyped-def]
     """What the engine holds after `prev` was served, the reply as prefix analysis reads it (its code),
-    unless that reading lacks the reply's content (prefix analysis stops at gpt-oss's <|end|> after the
+    unless that reading is empty (prefix analysis gives up when the reply changes how the template
+    renders what came before it) or lacks the reply's content (it stops at gpt-oss's <|end|> after the
     analysis channel): then the projection's reading, which must show the content."""
     reply = turn.template.conversation.messages[len(prev.template.conversation.messages)]
     text, _ = _generated(asm, prev.template, reply)
-    if shows(reply, text):
+    if text and shows(reply, text):
         ids = asm.tokenizer.encode_with_specials(text)
     else:
         own, escaped = held_reply(asm, prev.template, reply, turn.template)
