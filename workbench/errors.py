@@ -257,3 +257,28 @@ class CacheValueError(CacheError, ValueError):
 class Cancelled(WorkbenchError):
     """Work given up because what it was for changed or is no longer shown (a newer edit, a closed
     tab, a Cancel button). Not the user's mistake: hosts drop it quietly, nothing half-done is shown."""
+
+
+class FixError(WorkbenchError):
+    """A one-click fix (workbench/analysis/fixes.py) that cannot be used as asked."""
+
+
+class UnknownFixError(FixError):
+    """No fix of that name: the message lists the known ones."""
+
+    def __init__(self, name: str, known: tuple[str, ...]):
+        self.name, self.known = name, known
+        super().__init__(f"unknown fix {name!r}", hint=f"use one of {', '.join(known)}")
+
+
+class FixNotApplicable(FixError):
+    """A fix that cannot apply to this session or template (its input is malformed for it, or what
+    it needs is not there): names the fix and why."""
+
+    def __init__(self, fix: str, message: str, *, hint: str | None = None):
+        self.fix = fix
+        super().__init__(f"fix {fix!r}: {message}", hint=hint)
+
+
+class ProjectionUnavailable(FixNotApplicable):
+    """The `projection` fix, in a build whose prefix-stable projection module is not there (yet)."""

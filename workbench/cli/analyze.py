@@ -1,9 +1,12 @@
-"""`workbench analyze`: per turn, how much of the engine's cache the prompt reuses, and why not more."""
+"""`workbench analyze`: per turn, how much of the engine's cache the prompt reuses, and why not more.
+With `--fix NAME[,NAME]`, the session is analysed after those fixes (analysis/fixes.py), and each
+turn carries the figures before them too."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..analysis import analyze
 from ..sessions import load_session
@@ -14,6 +17,13 @@ from .output import print_json
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser("analyze", help="prefix stability: where each turn's prompt diverges from the previous one")
     a.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    a.add_argument("--fix", metavar="NAME[,NAME]", default=None,
+                   help="apply these one-click fixes first and show the figures before and after them: "
+                        "sort-tool-keys, move-volatile, keep-reasoning, pin-date, merge-system, split-system, "
+                        "projection")
+    a.add_argument("--prefill", metavar="MODEL", default=None,
+                   help="with --fix: also time the local engine's prefill of every turn, before and after "
+                        "(a real forward pass; tiny, gemma3-270m)")
     common_options(a, turn=False)
     projection_option(a)
     a.set_defaults(func=cmd_analyze)
@@ -25,6 +35,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return cmd_analyze_projection(args)
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
+    if args.fix is not None:
+        return _with_fixes(args, session, asm, prepare)
     turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory
     if args.json:
         print_json({"turns": [t.to_json() for t in turns]})
@@ -41,3 +53,55 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for c in t.causes:
             out.write(f"       {c.code}: {c.message}\n       advice: {c.advice}\n")
     return 0
+
+
+def _with_fixes(args: argparse.Namespace, session: Any, asm: Any, prepare: Any) -> int:
+    from ..analysis.fixes import measure, parse_names
+    names = parse_names(args.fix)            # an unknown name: one error line, before any work
+    m = measure(asm, session.raw, names, engine=args.prefill, prepare=prepare)
+    if args.json:
+        print_json(fixed_json(m))
+        return 0
+    out = sys.stdout
+    out.write(f"{session.title}: {len(m.after.turns)} turns, template {asm.template.name}, fixes "
+              f"{', '.join(names)}\n")
+    for o in m.applied.outcomes:
+        out.write(f"  {o.fix}: {'applied' if o.changed else 'no change'}: {o.note}\n")
+    prov = list(m.after.turns[0].cached_tokens) if m.after.turns else []
+    head = "".join(f" {p + ' cached':>22}" for p in prov) + (f" {'prefill ms':>19}" if m.engine else "")
+    out.write(f"{'turn':>4} {'tokens':>15} {'reused':>15}{head}\n")
+    rows = [(str(b.turn), b, a) for b, a in zip(m.before.turns, m.after.turns)]
+    for label, b, a in rows:
+        out.write(_row(label, b.tokens, a.tokens, b.reused_tokens, a.reused_tokens, b, a, prov, m.engine))
+    tb, ta = m.before.totals(), m.after.totals()
+    out.write(_row("all", tb["tokens"], ta["tokens"], tb["reused_tokens"], ta["reused_tokens"], tb, ta, prov,
+                   m.engine))
+    out.write("(each cell: before -> after; cost per provider in --json)\n")
+    return 0
+
+
+def _row(label: str, tb: int, ta: int, rb: int, ra: int, b: Any, a: Any, prov: list[str], engine: str | None) -> str:
+    def get(x: Any, key: str) -> Any:
+        return x[key] if isinstance(x, dict) else getattr(x, key)
+
+    def pair(x: Any, y: Any) -> str:
+        return f"{x} -> {y}"
+
+    cb, ca = get(b, "cached_tokens"), get(a, "cached_tokens")
+    cells = "".join(f" {pair(cb[p], ca[p]):>22}" for p in prov)
+    if engine:
+        cells += f" {pair(round(get(b, 'prefill_ms')), round(get(a, 'prefill_ms'))):>19}"
+    return f"{label:>4} {pair(tb, ta):>15} {pair(rb, ra):>15}{cells}\n"
+
+
+def fixed_json(m: Any) -> dict[str, Any]:
+    """SPEC 7.2: each turn as `analyze --json` prints it (after the fixes), with `before`; the
+    fixes' outcomes, both columns per turn and the totals added."""
+    turns = []
+    for t, b, a in zip(m.after.analysis or m.after.turns, m.before.turns, m.after.turns):
+        row = t.to_json() if hasattr(t, "causes") else {**a.to_json(), "causes": []}
+        row["before"] = {k: v for k, v in b.to_json().items() if k != "turn"}
+        row["after"] = {k: v for k, v in a.to_json().items() if k != "turn"}
+        turns.append(row)
+    return {"turns": turns, "fixes": [o.to_json() for o in m.applied.outcomes], "engine": m.engine,
+            "totals": {"before": m.before.totals(), "after": m.after.totals()}}

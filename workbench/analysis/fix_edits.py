@@ -1,0 +1,261 @@
+"""The session edits behind the one-click fixes (fixes.py): pure functions of a session's JSON.
+
+A session is the JSON object `sessions.py` loads: a conversation (one `messages` list, whose turns
+are its prefixes) or a log (`requests`, one request per model call). Every function here returns
+new objects and never changes its input, so the session before a fix stays as it was (undo is
+keeping it). Both request formats are handled: OpenAI-style `system` messages and Anthropic's
+top-level `system` (a string or a list of text blocks); content is a string or a list of blocks.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from .prefix import _VOLATILE
+
+Request = dict[str, Any]
+# Sentence ends within a line: a line that holds a date and other instructions moves only the
+# sentence with the date ("Today is 2026-02-03. You help clients..." keeps the second sentence).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def requests_of(session: Request) -> list[Request]:
+    """The request objects a fix edits: each request of a log, or the conversation itself."""
+    if "requests" in session:
+        return list(session["requests"])
+    return [session]
+
+
+def with_requests(session: Request, reqs: list[Request]) -> Request:
+    """The session with its request objects replaced (the other top-level fields kept)."""
+    if "requests" in session:
+        return {**session, "requests": reqs}
+    return reqs[0]
+
+
+def sort_keys(value: Any) -> Any:
+    """A JSON value with every object's keys sorted, recursively (lists keep their order: the order
+    of `required` or of enum values is data)."""
+    if isinstance(value, dict):
+        return {k: sort_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [sort_keys(v) for v in value]
+    return value
+
+
+# --- system prompts -----------------------------------------------------------------------------
+def split_volatile(text: str) -> tuple[str, list[str]]:
+    """The text without its volatile sentences (dates, times, ids, timestamps: the patterns the
+    prefix analysis detects), and those sentences in order. Lines left empty go, and so does the
+    blank line a removed block leaves behind."""
+    kept: list[str] = []
+    moved: list[str] = []
+    removed_before = False
+    for line in text.split("\n"):
+        if not _VOLATILE.search(line):
+            if not (line.strip() == "" and removed_before and (not kept or kept[-1].strip() == "")):
+                kept.append(line)
+            removed_before = False
+            continue
+        parts = _SENTENCE.split(line)
+        moved += [p.strip() for p in parts if _VOLATILE.search(p)]
+        rest = " ".join(p for p in parts if not _VOLATILE.search(p))
+        if rest.strip():
+            kept.append(rest)
+            removed_before = False
+        else:
+            removed_before = True
+    return "\n".join(kept).strip("\n") if moved else text, moved
+
+
+def map_system(req: Request, fn: Callable[[str], str]) -> Request:
+    """The request with `fn` applied to the text of its system prompt(s): OpenAI-style system
+    messages, or Anthropic's top-level `system`."""
+    out = dict(req)
+    if "system" in req:
+        out["system"] = _map_content(req["system"], fn)
+    msgs = req.get("messages")
+    if isinstance(msgs, list):
+        out["messages"] = [{**m, "content": _map_content(m.get("content"), fn)}
+                           if isinstance(m, dict) and m.get("role") in ("system", "developer") else m for m in msgs]
+    return out
+
+
+def system_texts(req: Request) -> list[str]:
+    """The texts of a request's system prompt(s)."""
+    out: list[str] = []
+    _map_content(req.get("system"), lambda t: (out.append(t), t)[1])
+    for m in req.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") in ("system", "developer"):
+            _map_content(m.get("content"), lambda t: (out.append(t), t)[1])
+    return out
+
+
+def _map_content(content: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(content, str):
+        return fn(content)
+    if isinstance(content, list):
+        return [{**b, "text": fn(b["text"])} if isinstance(b, dict) and isinstance(b.get("text"), str) else b
+                for b in content]
+    return content
+
+
+def append_text(content: Any, note: str) -> Any:
+    """Content with `note` appended as its last paragraph (a text block for block content)."""
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": note}]
+    return f"{content}\n\n{note}" if isinstance(content, str) and content else note
+
+
+def last_user(msgs: list[Any], end: int) -> int | None:
+    """The index of the last user message among msgs[:end]."""
+    return next((i for i in range(min(end, len(msgs)) - 1, -1, -1)
+                 if isinstance(msgs[i], dict) and msgs[i].get("role") == "user"), None)
+
+
+def turn_ends(msgs: list[Any]) -> list[int]:
+    """Where each turn's request ends in a conversation (sessions.conversation_turns)."""
+    ends = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
+    return ends if ends and ends[-1] == len(msgs) else [*ends, len(msgs)]
+
+
+def move_volatile(session: Request) -> tuple[Request, list[str]]:
+    """Volatile sentences of the system prompt moved to the last user message of each request.
+    A log keeps what an earlier request moved into a message that later requests repeat (the log
+    stays append-only: the values stay where they were when that request was sent). Returns the
+    new session and the sentences moved, per request."""
+    if "requests" not in session:
+        return _move_in_conversation(session)
+    reqs, moved_all = [], []
+    carried: dict[int, tuple[Any, Any]] = {}     # message index -> (its original, its moved version)
+    for req in requests_of(session):
+        moved: list[str] = []
+        new = map_system(req, partial(_take, into=moved))
+        msgs = list(new.get("messages") or [])
+        for i, (orig, edited) in carried.items():
+            if i < len(msgs) and msgs[i] == orig:
+                msgs[i] = edited
+        k = last_user(msgs, len(msgs))
+        if moved and k is not None:
+            original = msgs[k]
+            msgs[k] = {**original, "content": append_text(original.get("content"), "\n".join(moved))}
+            carried[k] = (original, msgs[k])
+        reqs.append({**new, "messages": msgs} if "messages" in new else new)
+        moved_all += moved
+    return with_requests(session, reqs), moved_all
+
+
+def _move_in_conversation(conv: Request) -> tuple[Request, list[str]]:
+    moved: list[str] = []
+    new = map_system(conv, partial(_take, into=moved))
+    msgs = list(new.get("messages") or [])
+    if moved:
+        note = "\n".join(moved)
+        for k in {last_user(msgs, end) for end in turn_ends(msgs)} - {None}:
+            assert k is not None
+            msgs[k] = {**msgs[k], "content": append_text(msgs[k].get("content"), note)}
+    return ({**new, "messages": msgs} if "messages" in new else new), moved
+
+
+def _take(text: str, into: list[str]) -> str:
+    kept, moved = split_volatile(text)
+    into += moved
+    return kept
+
+
+def split_system(req: Request) -> tuple[Request, int]:
+    """The first system prompt split in two: its stable part, then its volatile sentences (a
+    second system message, or a second Anthropic system block). Returns the request and how many
+    sentences moved."""
+    if "system" in req and req["system"]:
+        text = req["system"] if isinstance(req["system"], str) else None
+        if text is None:
+            return req, 0          # a list of blocks: already split where the client chose
+        kept, moved = split_volatile(text)
+        if not moved or not kept.strip():
+            return req, 0
+        return {**req, "system": [{"type": "text", "text": kept}, {"type": "text", "text": "\n".join(moved)}]}, \
+            len(moved)
+    msgs = req.get("messages") or []
+    i = next((i for i, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "system"), None)
+    if i is None or not isinstance(msgs[i].get("content"), str):
+        return req, 0
+    kept, moved = split_volatile(msgs[i]["content"])
+    if not moved or not kept.strip():
+        return req, 0
+    second = {"role": "system", "content": "\n".join(moved)}
+    return {**req, "messages": [*msgs[:i], {**msgs[i], "content": kept}, second, *msgs[i + 1:]]}, len(moved)
+
+
+def merge_system(req: Request) -> tuple[Request, int]:
+    """The leading run of system messages (or Anthropic system blocks) merged into one, their
+    texts joined by a blank line. Only the leading run: a system message later in the
+    conversation was said at that point, and moving it forward would change the prefix of every
+    turn before it. Returns the request and how many prompts were merged (0: nothing to merge)."""
+    sys = req.get("system")
+    if isinstance(sys, list) and len(sys) > 1:
+        if any(not isinstance(b, dict) or not isinstance(b.get("text"), str) or b.get("cache_control")
+               for b in sys):
+            return req, 0          # a block with a cache breakpoint (or not text) is kept as the client set it
+        return {**req, "system": "\n\n".join(b["text"] for b in sys)}, len(sys)
+    msgs = req.get("messages") or []
+    n = 0
+    while n < len(msgs) and isinstance(msgs[n], dict) and msgs[n].get("role") == "system" \
+            and isinstance(msgs[n].get("content"), str) and not msgs[n].get("template"):
+        n += 1
+    if n < 2:
+        return req, 0
+    merged = {**msgs[0], "content": "\n\n".join(m["content"] for m in msgs[:n])}
+    return {**req, "messages": [merged, *msgs[n:]]}, n
+
+
+def has_reasoning(session: Request) -> bool:
+    """Whether any assistant message carries reasoning (a field, a thinking block, a <think> prefix)."""
+    for req in requests_of(session):
+        for m in req.get("messages") or []:
+            if not isinstance(m, dict) or m.get("role") != "assistant":
+                continue
+            if any(m.get(k) for k in ("reasoning_content", "reasoning", "thinking")):
+                return True
+            c = m.get("content")
+            if isinstance(c, str) and "</think>" in c:
+                return True
+            if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") == "thinking" for b in c):
+                return True
+    return False
+
+
+def uses_builtin_clock(session: Request) -> list[str]:
+    """The clock built-ins (`today`, `now`) that the session's prompt templates read."""
+    found: set[str] = set()
+    for req in requests_of(session):
+        for m in [*(req.get("messages") or []), {"content": req.get("system"), "template": req.get("system_template")}]:
+            if isinstance(m, dict) and m.get("template"):
+                text = " ".join(_texts(m.get("content")))
+                found.update(re.findall(r"\b(today|now)\b", " ".join(re.findall(r"\{[{%].*?[%}]\}", text, re.S))))
+    return sorted(found)
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return []
+
+
+def pin_variables(session: Request, values: dict[str, str]) -> Request:
+    """Every request with `values` as request variables (a request's own value of the same name wins)."""
+    reqs = []
+    for req in requests_of(session):
+        own = req.get("variables") if isinstance(req.get("variables"), dict) else {}
+        reqs.append({**req, "variables": {**values, **own}})
+    return with_requests(session, reqs)
+
+
+def deep_copy(session: Request) -> Request:
+    return copy.deepcopy(session)
