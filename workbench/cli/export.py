@@ -30,6 +30,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--semantic-thresholds", metavar="HIGH,LOW", default=None,
                    help="the semantic cache's thresholds for production (default: the built-in pair; "
                         "calibrate with `workbench semantic eval`)")
+    e.add_argument("--fix", metavar="NAME[,NAME]", default=None,
+                   help="apply these one-click fixes to each session first (analyze --fix); the bundle records "
+                        "them and verify applies them again")
     e.add_argument("--semantic-window", type=int, default=5, metavar="N", help="the semantic cache's window")
     common_options(e, turn=False)
     e.set_defaults(func=cmd_export)
@@ -54,9 +57,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     files = [load_session(p) for p in args.session]
     asm, prepare = build_assembler(files[0], args, cache=None)
     sessions = [(Path(p).name, f.turns.map(prepare)) for p, f in zip(args.session, files)]   # turns built on use
+    fixes = None
+    if args.fix is not None:
+        from ..analysis.fixes import apply_fixes, parse_names
+        from ..sessions import parse_session
+        names = parse_names(args.fix)
+        fixes = {Path(p).name: apply_fixes(f.raw, names, asm) for p, f in zip(args.session, files)}
+        sessions = [(n, parse_session(a.session).turns.map(prepare)) for n, a in fixes.items()]
     out = export_bundle(asm, args.out, sessions, turns=args.turns, redis_env=args.redis_env,
                         redis_required=args.redis_required, overwrite=args.force,
-                        semantic=settings(th, window=args.semantic_window))
+                        semantic=settings(th, window=args.semantic_window), fixes=fixes)
     report = verify(out)
     if args.json:
         print_json({"bundle": str(out), "verify": report.to_json()})

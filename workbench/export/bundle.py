@@ -145,10 +145,12 @@ def golden_of(asm: Assembler, name: str, requests: Sequence[dict], *, turns: str
 def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str, Sequence[dict]]] = (), *,
                   turns: str = "all", redis_env: str = ENV_REDIS_URL, redis_required: bool = False,
                   provider_hints: dict | None = None, overwrite: bool = False, requests: bool = True,
-                  semantic: dict | None = None) -> Path:
+                  semantic: dict | None = None, fixes: dict[str, Any] | None = None) -> Path:
     """Write the bundle to `out` (built in a temporary folder beside it, then moved into place:
     a bundle is whole or absent). `sessions`: (name, prepared requests) pairs for the goldens; with
-    `requests`, the first session's last turn is also written as provider requests (requests/)."""
+    `requests`, the first session's last turn is also written as provider requests (requests/).
+    `fixes`: session name -> the fixes applied to it (analysis/fixes.py `Applied`; its requests are
+    the fixed ones): the golden records them, and verify applies them again (export/fixed.py)."""
     if turns not in ("all", "last"):
         raise WorkbenchError(f"turns must be 'all' or 'last', got {turns!r}")
     dest = Path(out)
@@ -177,10 +179,17 @@ def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str,
         seen: set[str] = set()
         for name, requests in sessions:
             stem = _safe_stem(name, seen)
-            golden = golden_of(asm, name, requests, turns=turns)
+            applied = (fixes or {}).get(name)
+            if applied is not None:
+                from .fixed import fixed_golden
+                golden = fixed_golden(asm, name, list(requests), applied, turns)
+            else:
+                golden = golden_of(asm, name, requests, turns=turns)
             (tmp / "goldens" / f"{stem}.json").write_text(json.dumps(golden, ensure_ascii=False), encoding="utf-8")
-            config["goldens"].append({"session": name, "file": f"goldens/{stem}.json",
-                                      "turns": [t["turn"] for t in golden["turns"]]})
+            entry = {"session": name, "file": f"goldens/{stem}.json", "turns": [t["turn"] for t in golden["turns"]]}
+            if applied is not None:
+                entry.update(fixes=[o.fix for o in applied.outcomes], projection=applied.settings.projection)
+            config["goldens"].append(entry)
         if provider is not None:
             (tmp / "requests").mkdir()
             for key in ("openai", "anthropic"):

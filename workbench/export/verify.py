@@ -91,6 +91,23 @@ def read_golden(root: Path, rel: str, fld: str) -> dict:
     return golden
 
 
+class _Turns:
+    """A golden's turns, assembled in order: by the bundle's assembler (with the fixes' settings
+    when the golden records fixes), or taken from the projection's ids."""
+
+    def __init__(self, projected: list[Any] | None, asm: Any, applied: Any):
+        from types import SimpleNamespace
+        self._projected = None if applied is None or not applied.settings.projection else \
+            iter(SimpleNamespace(token_ids=i, segments=()) for i in (projected or []))
+        if applied is not None and self._projected is None:
+            from ..analysis.fixes import fixed_assembler
+            asm = fixed_assembler(asm, applied.settings)
+        self._sess = asm.session()
+
+    def assemble(self, request: dict) -> Any:
+        return next(self._projected) if self._projected is not None else self._sess.assemble(request)
+
+
 def verify(folder: str | Path, sessions: Sequence[str] = (), *, seal: str | None = None) -> VerifyReport:
     """Re-assemble the goldens (and `sessions`) here. `seal`: the seal SHA-256 pinned by the caller."""
     bundle = load(folder, strict=False, seal=seal)
@@ -106,15 +123,23 @@ def verify(folder: str | Path, sessions: Sequence[str] = (), *, seal: str | None
         name = golden["session"]
         rows = golden["turns"]
         requests = [t["request"] for t in rows]
-        if Path(name).name in given:      # the session file as it is now, against the exported ids
-            now = load_session(given.pop(Path(name).name)).turns
-            requests = [now[t["turn"] - 1] if t["turn"] <= len(now) else t["request"] for t in rows]
-        sess = asm.session()
+        source = given.pop(Path(name).name, None)
+        if "fixes" in golden:               # the fixes, applied again: the same requests, the same ids
+            from .fixed import reapply, turns_of
+            applied, requests, differ = reapply(asm, golden, load_session(source).raw if source else None)
+            if differ:
+                report.mismatches.append({"file": g["file"], "field": "fixes", "message": differ})
+            results = _Turns(turns_of(asm, applied, requests) if applied.settings.projection else None, asm, applied)
+        else:
+            if source is not None:        # the session file as it is now, against the exported ids
+                now = load_session(source).turns
+                requests = [now[t["turn"] - 1] if t["turn"] <= len(now) else t["request"] for t in rows]
+            results = _Turns(None, asm, None)
         tokens = 0
         for exp, req in zip(rows, requests):
             k = exp["turn"]
-            r = sess.assemble(req)
-            tokens += r.total_tokens
+            r = results.assemble(req)
+            tokens += len(r.token_ids)
             ids = r.token_ids
             if ids_sha256(ids) == exp["sha256"] and len(ids) == exp["count"]:
                 continue
