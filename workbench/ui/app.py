@@ -54,6 +54,7 @@ from .compare_html import compare_html
 from .controller import CANCELLED, Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
+from .fix_buttons import PanelFixBar
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, not_computed_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
@@ -425,6 +426,7 @@ class WorkbenchApp:
                                   stylesheets=[CSS])
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
         self.diff = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.fix_bar = PanelFixBar(self.controller, CSS)    # a Fix button per cause of the prefix diff
         self.kv_config = pn.widgets.Select(**{LABEL: "Model shape (KV)"}, options=list(KV_CONFIGS),
                                            value=DEFAULT_KV_CONFIG, width=200)
         self.kv_run = pn.widgets.Button(**{LABEL: "Prefill this turn (synthetic tiny model, CPU)"}, width=330,
@@ -484,7 +486,7 @@ class WorkbenchApp:
         self.panels_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
                                           css_classes=["wb-panels-status"])
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
-                 ("Prefix diff", self.diff), ("KV", kv),
+                 ("Prefix diff", pn.Column(self.diff, self.fix_bar.layout, sizing_mode="stretch_width")), ("KV", kv),
                  ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
                  ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
                  ("Diagnostics", self.diagnostics)]
@@ -708,12 +710,14 @@ class WorkbenchApp:
             self._show_kv()
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
+            self.fix_bar.update(panels.prefix_diff)
             self.teaching.update(self.state, panels)
 
     def show_panels_failed(self, error: str) -> None:
         """Every slower view says why it has nothing, rather than the figures of an older prompt."""
         note = not_computed_html(error)
         self.cache.object, self.diff.object = note, note
+        self.fix_bar.update(None)
         self.cache_chart.object = None
         self.teaching.not_computed(note)
 

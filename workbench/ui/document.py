@@ -379,6 +379,13 @@ class SessionDocument:
             return Edit(turn, structural)
         return Edit(self.turn_of(first) if first < len(msgs) else self.turn_count, structural)
 
+    def replace_data(self, data: dict) -> Edit:
+        """The whole session replaced (a one-click fix, or its undo): checked like a file, every turn
+        changed."""
+        self.file = parse_session(data, self.path)
+        self.data, self.is_log, self._cuts, self.dirty = data, "requests" in data, None, True
+        return Edit(1, True)
+
     def _set(self, msgs: list, i: int, name: Any, value: Any, as_json: bool) -> bool:
         where = f"messages[{i}].{name}"
         if not isinstance(msgs[i], dict):

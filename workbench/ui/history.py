@@ -15,6 +15,7 @@ edit starts a new step, and a new step drops the redo list.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,9 @@ class Step:
     label: str           # "deleted message 3", "edited message 2", for the page's notice
     key: tuple[Any, ...] | None = None   # (turn, index, field) of a text edit: the next one may coalesce
     at: float = 0.0      # monotonic time of the last edit folded in
+    # A step that changed more than one messages list (a one-click fix: tools, every request of a
+    # log): swap(redo) puts the whole document back as it was before (after, with redo).
+    swap: Callable[[bool], Any] | None = None
 
 
 def describe(op: dict[str, Any]) -> str:
@@ -80,6 +84,12 @@ class History:
         self.undo_steps.append(step)
         del self.undo_steps[:-self.limit]
         return step
+
+    def push(self, step: Step) -> None:
+        """A step made elsewhere (a one-click fix): undone and redone like an edit."""
+        self.redo_steps = []
+        self.undo_steps.append(step)
+        del self.undo_steps[:-self.limit]
 
     def undo(self) -> Step | None:
         """The step to undo (its `before` is to be restored), moved to the redo stack."""

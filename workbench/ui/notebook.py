@@ -339,7 +339,10 @@ class Workbench:
                                 W.VBox([self.export_path, self.export_button, self.export_status])])
         for i, t in enumerate(("Custom template", "Tools", "Variables", "Export")):
             extra.set_title(i, t)
-        tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), self.diff,
+        from .fix_buttons import NotebookFixBar
+        self.fix_bar = NotebookFixBar(self.controller, CSS)    # a Fix button per cause of the prefix diff
+        tabs = W.Tab(children=[self.view, W.VBox([self.cache, self.cache_chart]), W.VBox([self.diff,
+                                                                                          self.fix_bar.layout]),
                                W.VBox([W.HBox([self.kv_config, self.kv_run, self.kv_cancel]), self.kv_status, self.kv,
                                        self.kv_chart]),
                                W.VBox([self.semantic_run, self.semantic_out]),
@@ -684,6 +687,7 @@ class Workbench:
             self._show_kv()
         if "diff" in panels.parts:
             self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
+            self.fix_bar.update(panels.prefix_diff)
             if self.teach.load(panels, panels.previous):
                 self._teach(0)
 
@@ -692,6 +696,7 @@ class Workbench:
         from .html import not_computed_html
         note = not_computed_html(error)
         self.cache.value = self.diff.value = note
+        self.fix_bar.update(None)
         if self.cache_chart is not None:
             _replace_figure(self.cache_chart, {"data": [], "layout": {}})
         self.teach_title.value, self.teach_body.value = "", note

@@ -203,7 +203,9 @@ class WorkbenchState:
         if step is None:
             return None
         was_last = self.turn == self.doc.turn_count
-        edit = self._edited(self.doc.replace_messages(step.turn, step.after if redo else step.before), was_last)
+        swapped = step.swap(redo) if step.swap is not None else None   # a whole-document step (a fix)
+        edit = self._edited(swapped or self.doc.replace_messages(step.turn, step.after if redo else step.before),
+                            was_last)
         if self.doc.is_log:
             self.turn = step.turn            # a log's step belongs to its turn's request: show that turn
         return step, edit
