@@ -54,3 +54,22 @@ def test_a_fix_that_changes_the_rendering_only_leaves_the_session_alone() -> Non
     assert s.doc.data is data and not s.history.can_undo
     c.apply_fix("no-such-fix", lambda report, error: got.append((report, error)))
     assert got[-1][0] is None and "unknown fix 'no-such-fix'" in got[-1][1]
+
+
+def test_the_notebooks_fix_button_applies_the_fix() -> None:
+    import time
+
+    from workbench.ui.notebook import Workbench
+    w = Workbench(sample_sessions()["timestamp_system.json"])
+    w._show_panels(w.state.panels(parts=("diff",)))
+    before = vllm_cached_now(w.state)
+    (button,) = w.fix_bar.buttons.children
+    assert button.description == "Fix volatile_content: move-volatile"
+    button.click()                                   # measured on the controller's worker thread
+    deadline = time.monotonic() + 120
+    while "wb-fix-result" not in w.fix_bar.result.value and "wb-fix-error" not in w.fix_bar.result.value:
+        assert time.monotonic() < deadline, w.fix_bar.result.value
+        time.sleep(0.1)
+    assert "applied (Undo takes it back)" in w.fix_bar.result.value
+    assert vllm_cached_now(w.state) > before
+    assert w.controller.undo() == "fix move-volatile" and vllm_cached_now(w.state) == before
