@@ -283,3 +283,19 @@ def test_cli_fix_table_and_bad_name(capsys):
     lines = cap.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: unknown fix 'nope'") and "sort-tool-keys" in lines[0]
     assert cap.out == ""
+
+
+def test_move_volatile_leaves_rules_examples_and_cached_blocks_alone():
+    asm = asm_for("qwen2.5")
+    # A fixed rule with a clock time (support_chat: "changes after Thursday 12:00"), a log line in a
+    # code block and a block the client marked for caching (rag_long's handbook) stay where they are.
+    for name in ("support_chat", "rag_long"):
+        out = apply_fixes(raw(name), ["move-volatile", "split-system"], asm)
+        assert out.session is raw(name) or out.session == raw(name)
+        assert not any(o.changed for o in out.outcomes), [o.note for o in out.outcomes]
+    fenced = {"messages": [{"role": "system", "content": "Logs look like:\n```\n2026-01-01T10:00:00Z start\n```\n"
+                                                         "Request id: 0f8fad5b-d9cb-469f-a165-70867728950e"},
+                           {"role": "user", "content": "hi"}]}
+    out = apply_fixes(fenced, ["move-volatile"], asm).session
+    assert out["messages"][0]["content"] == "Logs look like:\n```\n2026-01-01T10:00:00Z start\n```"
+    assert out["messages"][1]["content"] == "hi\n\nRequest id: 0f8fad5b-d9cb-469f-a165-70867728950e"

@@ -21,6 +21,15 @@ Request = dict[str, Any]
 # Sentence ends within a line: a line that holds a date and other instructions moves only the
 # sentence with the date ("Today is 2026-02-03. You help clients..." keeps the second sentence).
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# Values volatile on sight, without seeing them change: ISO dates and timestamps, UUIDs, long hex
+# ids, epoch seconds. A clock time or a written-out date alone ("orders after Thursday 12:00") is
+# often a fixed rule, so it moves only where the session shows it changing between requests.
+_STRONG = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|\b[0-9a-fA-F]{16,}\b"
+    r"|\b1[5-9]\d{8}(?:\d{3})?\b")
+Judge = Callable[[str], bool]
 
 
 def requests_of(session: Request) -> list[Request]:
@@ -48,22 +57,39 @@ def sort_keys(value: Any) -> Any:
 
 
 # --- system prompts -----------------------------------------------------------------------------
-def split_volatile(text: str) -> tuple[str, list[str]]:
-    """The text without its volatile sentences (dates, times, ids, timestamps: the patterns the
-    prefix analysis detects), and those sentences in order. Lines left empty go, and so does the
-    blank line a removed block leaves behind."""
+def strong(sentence: str) -> bool:
+    return _STRONG.search(sentence) is not None
+
+
+def volatile_judge(session: Request) -> Judge:
+    """Which sentences of a system prompt are volatile in this session: in a log whose system
+    prompts differ, a sentence with a date, time or id that is not the same in every request (the
+    patterns the prefix analysis detects); otherwise, one with a value volatile on sight."""
+    texts = [" \n".join(system_texts(r)) for r in requests_of(session)]
+    if len(set(texts)) < 2:
+        return strong
+    every = set.intersection(*({p.strip() for line in t.split("\n") for p in _SENTENCE.split(line)} for t in texts))
+    return lambda sentence: _VOLATILE.search(sentence) is not None and sentence.strip() not in every
+
+
+def split_volatile(text: str, judge: Judge = strong) -> tuple[str, list[str]]:
+    """The text without its volatile sentences (as `judge` tells them), and those sentences in
+    order. Lines left empty go, and so does the blank line a removed block leaves behind."""
     kept: list[str] = []
     moved: list[str] = []
-    removed_before = False
+    removed_before = fenced = False
     for line in text.split("\n"):
-        if not _VOLATILE.search(line):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        parts = _SENTENCE.split(line)
+        # Code blocks are examples (log lines, payloads): their timestamps are content, kept as written.
+        if fenced or line.lstrip().startswith("```") or not any(judge(p) for p in parts):
             if not (line.strip() == "" and removed_before and (not kept or kept[-1].strip() == "")):
                 kept.append(line)
             removed_before = False
             continue
-        parts = _SENTENCE.split(line)
-        moved += [p.strip() for p in parts if _VOLATILE.search(p)]
-        rest = " ".join(p for p in parts if not _VOLATILE.search(p))
+        moved += [p.strip() for p in parts if judge(p)]
+        rest = " ".join(p for p in parts if not judge(p))
         if rest.strip():
             kept.append(rest)
             removed_before = False
@@ -99,8 +125,9 @@ def _map_content(content: Any, fn: Callable[[str], str]) -> Any:
     if isinstance(content, str):
         return fn(content)
     if isinstance(content, list):
-        return [{**b, "text": fn(b["text"])} if isinstance(b, dict) and isinstance(b.get("text"), str) else b
-                for b in content]
+        # A block the client marked for caching (cache_control) is stable by its own choice: kept as sent.
+        return [{**b, "text": fn(b["text"])} if isinstance(b, dict) and isinstance(b.get("text"), str)
+                and not b.get("cache_control") else b for b in content]
     return content
 
 
@@ -128,13 +155,14 @@ def move_volatile(session: Request) -> tuple[Request, list[str]]:
     A log keeps what an earlier request moved into a message that later requests repeat (the log
     stays append-only: the values stay where they were when that request was sent). Returns the
     new session and the sentences moved, per request."""
+    judge = volatile_judge(session)
     if "requests" not in session:
-        return _move_in_conversation(session)
+        return _move_in_conversation(session, judge)
     reqs, moved_all = [], []
     carried: dict[int, tuple[Any, Any]] = {}     # message index -> (its original, its moved version)
     for req in requests_of(session):
         moved: list[str] = []
-        new = map_system(req, partial(_take, into=moved))
+        new = map_system(req, partial(_take, into=moved, judge=judge))
         msgs = list(new.get("messages") or [])
         for i, (orig, edited) in carried.items():
             if i < len(msgs) and msgs[i] == orig:
@@ -149,9 +177,9 @@ def move_volatile(session: Request) -> tuple[Request, list[str]]:
     return with_requests(session, reqs), moved_all
 
 
-def _move_in_conversation(conv: Request) -> tuple[Request, list[str]]:
+def _move_in_conversation(conv: Request, judge: Judge) -> tuple[Request, list[str]]:
     moved: list[str] = []
-    new = map_system(conv, partial(_take, into=moved))
+    new = map_system(conv, partial(_take, into=moved, judge=judge))
     msgs = list(new.get("messages") or [])
     if moved:
         note = "\n".join(moved)
@@ -161,13 +189,13 @@ def _move_in_conversation(conv: Request) -> tuple[Request, list[str]]:
     return ({**new, "messages": msgs} if "messages" in new else new), moved
 
 
-def _take(text: str, into: list[str]) -> str:
-    kept, moved = split_volatile(text)
+def _take(text: str, into: list[str], judge: Judge) -> str:
+    kept, moved = split_volatile(text, judge)
     into += moved
     return kept
 
 
-def split_system(req: Request) -> tuple[Request, int]:
+def split_system(req: Request, judge: Judge = strong) -> tuple[Request, int]:
     """The first system prompt split in two: its stable part, then its volatile sentences (a
     second system message, or a second Anthropic system block). Returns the request and how many
     sentences moved."""
@@ -175,7 +203,7 @@ def split_system(req: Request) -> tuple[Request, int]:
         text = req["system"] if isinstance(req["system"], str) else None
         if text is None:
             return req, 0          # a list of blocks: already split where the client chose
-        kept, moved = split_volatile(text)
+        kept, moved = split_volatile(text, judge)
         if not moved or not kept.strip():
             return req, 0
         return {**req, "system": [{"type": "text", "text": kept}, {"type": "text", "text": "\n".join(moved)}]}, \
@@ -184,7 +212,7 @@ def split_system(req: Request) -> tuple[Request, int]:
     i = next((i for i, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "system"), None)
     if i is None or not isinstance(msgs[i].get("content"), str):
         return req, 0
-    kept, moved = split_volatile(msgs[i]["content"])
+    kept, moved = split_volatile(msgs[i]["content"], judge)
     if not moved or not kept.strip():
         return req, 0
     second = {"role": "system", "content": "\n".join(moved)}
