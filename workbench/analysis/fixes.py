@@ -373,6 +373,7 @@ class Side:
     """One column of the before/after table: the session's turns and their totals."""
     turns: tuple[TurnFigures, ...]
     analysis: tuple[Any, ...] = ()      # the TurnAnalysis per turn (empty under the projection)
+    ids: tuple[np.ndarray, ...] = ()    # each turn's token ids
 
     def totals(self) -> dict[str, Any]:
         ts = self.turns
@@ -413,9 +414,11 @@ def measure(asm: Assembler, session: Session, fixes: Sequence[str | dict[str, An
     applied = apply_fixes(session, fixes, asm)
     names = tuple(providers or PROVIDERS)
     runner = _Prefill(engine, asm.tokenizer.vocab_size, device, repeats) if engine else None
-    before = _side(asm, _requests(session, prepare), Settings(), names, runner)
+    before = _side(asm, _requests(session, prepare), Settings(), names)
     after = _side(fixed_assembler(asm, applied.settings), _requests(applied.session, prepare), applied.settings,
-                  names, runner)
+                  names)
+    if runner is not None:
+        before, after = runner.timed(before, after)
     return Measurement(applied, before, after, engine)
 
 
@@ -424,8 +427,7 @@ def _requests(session: Session, prepare: Callable[[dict[str, Any]], dict[str, An
     return [prepare(r) if prepare else r for r in turns]
 
 
-def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, providers: Sequence[str],
-          runner: "_Prefill | None") -> Side:
+def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, providers: Sequence[str]) -> Side:
     from ..difference import first_difference
     from .prefix import analyze
     from .providers import TurnPrompt, simulate
@@ -444,17 +446,18 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
         prompts = turn_prompts([t.result for t in analysis])
         reuse = [(t.reused_tokens, t.first_divergence) for t in analysis]
     sims = {p: simulate(prompts, p) for p in providers}
-    timed = runner.run(ids) if runner else [(None, None)] * len(ids)
     turns = tuple(TurnFigures(k + 1, len(ids[k]), reuse[k][0], reuse[k][1],
                               {p: s.turns[k].cached_tokens for p, s in sims.items()},
-                              {p: s.turns[k].cost for p, s in sims.items()}, *timed[k])
+                              {p: s.turns[k].cost for p, s in sims.items()})
                   for k in range(len(ids)))
-    return Side(turns, analysis)
+    return Side(turns, analysis, tuple(ids))
 
 
 class _Prefill:
-    """The local engine, loaded once for both columns: each column starts from an empty cache and
-    prefills its turns in order, reusing what the previous turns left (a real forward pass)."""
+    """The local engine, loaded once for both columns. A column starts from an empty cache and
+    prefills its turns in order, reusing what the previous turns left (a real forward pass). The
+    columns take turns, `repeats` times each, and every turn keeps its fastest time: on a shared
+    machine a burst of load then falls on both columns alike, not on one."""
 
     def __init__(self, model: str, vocab_size: int, device: str | None, repeats: int = 1):
         from ..engine.engine import Engine
@@ -462,10 +465,18 @@ class _Prefill:
         self.engine = Engine.load(model, vocab_size=vocab_size, device=device)
         self.engine.prefill(np.arange(1, 33, dtype=np.uint32) % vocab_size, reuse=False)   # first-pass warm-up
 
-    def run(self, ids: Sequence[np.ndarray]) -> list[tuple[float | None, int | None]]:
-        runs = []
+    def timed(self, before: Side, after: Side) -> tuple[Side, Side]:
+        runs: tuple[list[list[Any]], list[list[Any]]] = ([], [])
         for _ in range(self.repeats):
-            self.engine.clear()
-            runs.append([self.engine.prefill(i) for i in ids])
+            for side, out in zip((before, after), runs):
+                self.engine.clear()
+                out.append([self.engine.prefill(i) for i in side.ids])
+        return self._with(before, runs[0]), self._with(after, runs[1])
+
+    @staticmethod
+    def _with(side: Side, runs: list[list[Any]]) -> Side:
         # The reuse is the same on every run (a count); the time, the fastest (the least disturbed).
-        return [(min(r[k].prefill_ms for r in runs), runs[0][k].reused_tokens) for k in range(len(ids))]
+        turns = tuple(dataclasses.replace(t, prefill_ms=min(r[k].prefill_ms for r in runs),
+                                          engine_reused=runs[0][k].reused_tokens)
+                      for k, t in enumerate(side.turns))
+        return dataclasses.replace(side, turns=turns)
