@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=["bench_1000.json"])
     ap.add_argument("--template", default=None, help="one template for every session")
     ap.add_argument("--tokenizer", default=None)
-    ap.add_argument("--repeats", type=int, default=3, help="runs per column; each turn keeps its fastest prefill")
+    ap.add_argument("--repeats", type=int, default=5, help="runs per column; each turn keeps its fastest prefill")
     args = ap.parse_args()
 
     from workbench import Assembler
@@ -40,7 +40,7 @@ def main() -> None:
         from workbench.engine.models import model_tokenizer
         tok = model_tokenizer(args.engine)
     print("| session | template | fix | reused tokens | append-only turns | vLLM cached | Anthropic cached "
-          "| OpenAI cached | Anthropic cost | prefill ms (" + (args.engine or "none") + ") |")
+          "| OpenAI cached | Anthropic cost | prefill (" + (args.engine or "none") + ") |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     notes: list[str] = []
     for path in sorted((ROOT / "sample_sessions").glob("*.json")):
@@ -71,7 +71,7 @@ def row(session: str, template: str, fix: str, b: dict, a: dict, engine: str) ->
     def pair(key: str, sub: str | None = None, fmt: str = "{:,}") -> str:
         x, y = (b[key], a[key]) if sub is None else (b[key][sub], a[key][sub])
         return f"{fmt.format(x)} → {fmt.format(y)}"
-    pre = pair("prefill_ms", fmt="{:,.0f}") if engine else "-"
+    pre = f"{pair('engine_prefilled_tokens')} tokens, {pair('prefill_ms', fmt='{:,.0f}')} ms" if engine else "-"
     return (f"| {session} | {template} | {fix} | {pair('reused_tokens')} of {b['tokens']:,} → {a['tokens']:,} "
             f"| {pair('append_only_turns')} of {b['turns'] - 1} | {pair('cached_tokens', 'vllm')} "
             f"| {pair('cached_tokens', 'anthropic')} | {pair('cached_tokens', 'openai')} "

@@ -385,6 +385,8 @@ class Side:
         out["cost"] = {p: round(sum(t.cost[p] for t in ts), 6) for p in names}
         if ts and ts[0].prefill_ms is not None:
             out["prefill_ms"] = round(sum(t.prefill_ms or 0.0 for t in ts), 3)
+            # What the engine ran the model over (a count: the time's reason, without its noise).
+            out["engine_prefilled_tokens"] = sum(t.tokens - (t.engine_reused or 0) for t in ts)
         return out
 
     def to_json(self) -> dict[str, Any]:
