@@ -1,6 +1,7 @@
 """The one-click fixes' before/after table over sample_sessions/ (docs/caching.md, "One-click
 fixes"): for every sample session and every fix that changes something there, the tokens reused
-over the session, the append-only turns, each provider's cached tokens and cost, and the local
+over the session, the append-only turns, each provider's cached tokens and cost (Anthropic with
+`--breakpoints auto`: the samples carry no cache_control of their own), and the local
 engine's prefill time of every turn (a real forward pass; the engine starts empty for each column
 and keeps what earlier turns left). The fixes with nothing to fix are listed with their notes.
 
@@ -59,7 +60,7 @@ def main() -> None:
                 notes.append(f"{path.name} · {name}: {out.note}")
                 continue
             t0 = time.perf_counter()
-            m = measure(asm, raw, [name], engine=args.engine or None, repeats=args.repeats)
+            m = measure(asm, raw, [name], engine=args.engine or None, repeats=args.repeats, breakpoints="auto")
             print(row(path.stem, template, name, m.before.totals(), m.after.totals(), args.engine), flush=True)
             notes.append(f"{path.name} · {name}: measured in {time.perf_counter() - t0:.1f} s: {out.note}")
     print()

@@ -407,18 +407,20 @@ class Measurement:
 
 def measure(asm: Assembler, session: Session, fixes: Sequence[str | dict[str, Any]], *,
             providers: Sequence[str] | None = None, engine: str | None = None, device: str | None = None,
-            prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None, repeats: int = 1) -> Measurement:
+            prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None, repeats: int = 1,
+            breakpoints: str = "explicit") -> Measurement:
     """The session before and after `fixes`: per turn and in total, the tokens reused (prefix
     analysis), each provider's cached tokens and cost, and with `engine` (a model name: `tiny`,
     `gemma3-270m`) the local engine's prefill time, every turn a real forward pass (with `repeats`,
-    each column is run that many times from an empty cache and each turn keeps its fastest time)."""
+    each column is run that many times from an empty cache and each turn keeps its fastest time).
+    `breakpoints`: Anthropic's cache_control, the session's own ("explicit") or placed ("auto")."""
     from .providers import PROVIDERS
     applied = apply_fixes(session, fixes, asm)
     names = tuple(providers or PROVIDERS)
     runner = _Prefill(engine, asm.tokenizer.vocab_size, device, repeats) if engine else None
-    before = _side(asm, _requests(session, prepare), Settings(), names)
+    before = _side(asm, _requests(session, prepare), Settings(), names, breakpoints)
     after = _side(fixed_assembler(asm, applied.settings), _requests(applied.session, prepare), applied.settings,
-                  names)
+                  names, breakpoints)
     if runner is not None:
         before, after = runner.timed(before, after)
     return Measurement(applied, before, after, engine)
@@ -429,7 +431,8 @@ def _requests(session: Session, prepare: Callable[[dict[str, Any]], dict[str, An
     return [prepare(r) if prepare else r for r in turns]
 
 
-def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, providers: Sequence[str]) -> Side:
+def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, providers: Sequence[str],
+          breakpoints: str = "explicit") -> Side:
     from ..difference import first_difference
     from .prefix import analyze
     from .providers import TurnPrompt, simulate
@@ -445,7 +448,7 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
     else:
         analysis = tuple(analyze(asm, requests))
         ids = [t.result.token_ids for t in analysis]
-        prompts = turn_prompts([t.result for t in analysis])
+        prompts = turn_prompts([t.result for t in analysis], breakpoints)
         reuse = [(t.reused_tokens, t.first_divergence) for t in analysis]
     sims = {p: simulate(prompts, p) for p in providers}
     turns = tuple(TurnFigures(k + 1, len(ids[k]), reuse[k][0], reuse[k][1],
