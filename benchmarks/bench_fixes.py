@@ -48,8 +48,9 @@ def main() -> None:
         if (args.only and path.name not in args.only) or path.name in args.skip:
             continue
         template = args.template or TEMPLATES.get(path.name, "qwen2.5")
-        asm = Assembler(template=template, tokenizer=tok)
         raw = load_session(path).raw
+        cw = raw.get("context_window")    # the session's own window (rag_long: 128k), as the CLI reads it
+        asm = Assembler(template=template, tokenizer=tok, context_window=cw if isinstance(cw, int) else None)
         for name in FIXES:
             try:
                 out = apply_fixes(raw, [name], asm).outcomes[0]

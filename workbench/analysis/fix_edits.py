@@ -113,11 +113,10 @@ def map_system(req: Request, fn: Callable[[str], str]) -> Request:
 
 def system_texts(req: Request) -> list[str]:
     """The texts of a request's system prompt(s)."""
-    out: list[str] = []
-    _map_content(req.get("system"), lambda t: (out.append(t), t)[1])
+    out = _texts(req.get("system"))
     for m in req.get("messages") or []:
         if isinstance(m, dict) and m.get("role") in ("system", "developer"):
-            _map_content(m.get("content"), lambda t: (out.append(t), t)[1])
+            out += _texts(m.get("content"))
     return out
 
 
@@ -280,7 +279,7 @@ def pin_variables(session: Request, values: dict[str, str]) -> Request:
     """Every request with `values` as request variables (a request's own value of the same name wins)."""
     reqs = []
     for req in requests_of(session):
-        own = req.get("variables") if isinstance(req.get("variables"), dict) else {}
+        own: dict[str, Any] = req["variables"] if isinstance(req.get("variables"), dict) else {}
         reqs.append({**req, "variables": {**values, **own}})
     return with_requests(session, reqs)
 
