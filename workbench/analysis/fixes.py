@@ -448,7 +448,7 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
     else:
         analysis = tuple(analyze(asm, requests))
         ids = [t.result.token_ids for t in analysis]
-        prompts = turn_prompts([t.result for t in analysis], breakpoints)
+        prompts = turn_prompts([t.result for t in analysis], breakpoints, asm)   # engines hold the replies too
         reuse = [(t.reused_tokens, t.first_divergence) for t in analysis]
     sims = {p: simulate(prompts, p) for p in providers}
     turns = tuple(TurnFigures(k + 1, len(ids[k]), reuse[k][0], reuse[k][1],
