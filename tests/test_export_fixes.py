@@ -57,3 +57,21 @@ def test_pin_date_holds_a_clock_reading_template_across_days(tmp_path, monkeypat
     assert verify(pinned).ok
     moved = verify(unpinned)
     assert not moved.ok and moved.drift[0].first_difference is not None
+
+
+def test_the_projection_when_chosen_is_recorded_and_verified(tmp_path, capsys):
+    out = tmp_path / "p"
+    code = main(["export", str(ROOT / "sample_sessions" / "coding_corrections.json"), "-o", str(out),
+                 "--template", "qwen3", "--fix", "projection"])
+    from workbench.errors import ProjectionUnavailable  # noqa: F401 - the error the build without it raises
+    try:
+        from workbench.analysis.fixes import projection_hook
+        projection_hook()
+    except ProjectionUnavailable:
+        assert code == 2 and "not available yet" in capsys.readouterr().err
+        return
+    assert code == 0
+    _, g = golden(out)
+    assert g["fixes"]["projection"] is True and g["fixes"]["settings"]["projection"] is True
+    assert "projection: true" in (out / "workbench.yaml").read_text("utf-8")
+    assert verify(out).ok

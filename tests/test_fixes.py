@@ -299,3 +299,18 @@ def test_move_volatile_leaves_rules_examples_and_cached_blocks_alone():
     out = apply_fixes(fenced, ["move-volatile"], asm).session
     assert out["messages"][0]["content"] == "Logs look like:\n```\n2026-01-01T10:00:00Z start\n```"
     assert out["messages"][1]["content"] == "hi\n\nRequest id: 0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def test_cli_projection_rows_keep_the_spec_fields(capsys):
+    if not PROJECTION_BUILT:
+        assert main(["analyze", str(SAMPLES / "coding_corrections.json"), "--template", "qwen3",
+                     "--fix", "projection", "--json"]) == 2
+        assert "not available yet" in capsys.readouterr().err
+        return
+    assert main(["analyze", str(SAMPLES / "coding_corrections.json"), "--template", "qwen3", "--fix", "projection",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for t in d["turns"]:
+        assert set(t) >= {"turn", "tokens", "reused_tokens", "first_divergence", "divergence_seq", "causes",
+                          "before"}
+    assert d["totals"]["after"]["append_only_turns"] == len(d["turns"]) - 1 > d["totals"]["before"]["append_only_turns"]

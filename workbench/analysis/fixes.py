@@ -439,12 +439,11 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
     from .turn_prompts import turn_prompts
     analysis: tuple[Any, ...] = ()
     if settings.projection:
-        ids = [ids_of(r) for r in projection_hook()(asm, requests)]
-        prompts = [TurnPrompt(i) for i in ids]
-        reuse: list[tuple[int, int | None]] = [(0, None)]
-        for prev, cur in zip(ids, ids[1:]):
-            d = first_difference(prev, cur)
-            reuse.append((d, None if d >= len(prev) else d))
+        projected = list(projection_hook()(asm, requests))
+        ids = [ids_of(r) for r in projected]
+        results = [getattr(r, "result", None) for r in projected]
+        prompts = turn_prompts(results, breakpoints, asm) if all(results) else [TurnPrompt(i) for i in ids]
+        reuse = [_projected_reuse(projected, ids, k, first_difference) for k in range(len(ids))]
     else:
         analysis = tuple(analyze(asm, requests))
         ids = [t.result.token_ids for t in analysis]
@@ -456,6 +455,19 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
                               {p: s.turns[k].cost for p, s in sims.items()})
                   for k in range(len(ids)))
     return Side(turns, analysis, tuple(ids))
+
+
+def _projected_reuse(projected: list[Any], ids: list[np.ndarray], k: int,
+                     first_difference: Callable[[Any, Any], int]) -> tuple[int, int | None]:
+    """A projected turn's reuse: its own accounting of what the engine held (the reply included),
+    else the common prefix with the previous turn's prompt."""
+    if k == 0:
+        return 0, None
+    t = projected[k]
+    if hasattr(t, "reused_tokens") and hasattr(t, "held_tokens"):
+        return int(t.reused_tokens), None if t.reused_tokens >= t.held_tokens else int(t.reused_tokens)
+    d = first_difference(ids[k - 1], ids[k])
+    return d, None if d >= len(ids[k - 1]) else d
 
 
 class _Prefill:

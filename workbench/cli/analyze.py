@@ -99,7 +99,8 @@ def fixed_json(m: Any) -> dict[str, Any]:
     fixes' outcomes, both columns per turn and the totals added."""
     turns = []
     for t, b, a in zip(m.after.analysis or m.after.turns, m.before.turns, m.after.turns):
-        row = t.to_json() if hasattr(t, "causes") else {**a.to_json(), "causes": []}
+        row = t.to_json() if hasattr(t, "causes") else {   # the projection: no analysis of its own
+            **a.to_json(), "divergence_seq": None, "divergence_kind": None, "causes": []}
         row["before"] = {k: v for k, v in b.to_json().items() if k != "turn"}
         row["after"] = {k: v for k, v in a.to_json().items() if k != "turn"}
         turns.append(row)
