@@ -444,7 +444,7 @@ def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type:
 FRESH_LOAD = """
 import json, sys
 import workbench
-from workbench.export.bundle import decode_ids
+from workbench.export.goldens import decode_ids
 asm = workbench.load_bundle(sys.argv[1])
 golden = json.load(open(sys.argv[2]))
 last = golden["turns"][-1]

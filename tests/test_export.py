@@ -292,7 +292,7 @@ def test_a_bundle_loads_where_only_the_core_and_its_tokenizer_pack_are_installed
             (root / libs.name).symlink_to(libs)
     golden = bundle / "goldens" / "tool_agent.json"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import json, workbench\n"
-            "from workbench.export.bundle import decode_ids\n"
+            "from workbench.export.goldens import decode_ids\n"
             "asm = workbench.load_bundle(sys.argv[2]); g = json.load(open(sys.argv[3]))\n"
             "print(all(asm.assemble(t['request']).token_ids.tolist() == decode_ids(t['ids']).tolist() "
             "for t in g['turns']))\n"

@@ -9,7 +9,7 @@ import numpy as np
 from test_ui_undo import Host
 
 from workbench.ui.controller import Controller
-from workbench.ui.fix_buttons import buttons_for
+from workbench.ui.fix_buttons import buttons_for, run_fix
 from workbench.ui.state import WorkbenchState, sample_sessions
 
 
@@ -29,7 +29,7 @@ def test_a_fix_button_applies_its_fix_undoably_and_the_cached_tokens_change() ->
     assert buttons_for(panels.prefix_diff) == [("volatile_content", "move-volatile")]
     before = vllm_cached_now(s)
     got: list[Any] = []
-    c.apply_fix("move-volatile", lambda report, error: got.append((report, error)))
+    run_fix(c, "move-volatile", lambda report, error: got.append((report, error)))
     report, error = got[-1]
     assert error == "" and report.applied and report.cached_after["vllm"] > report.cached_before["vllm"]
     assert report.cached_before["vllm"] == before
@@ -48,11 +48,11 @@ def test_a_fix_that_changes_the_rendering_only_leaves_the_session_alone() -> Non
     c.views = frozenset()
     data = s.doc.data
     got: list[Any] = []
-    c.apply_fix("keep-reasoning", lambda report, error: got.append((report, error)))
+    run_fix(c, "keep-reasoning", lambda report, error: got.append((report, error)))
     report, error = got[-1]
     assert error == "" and not report.applied and "no switch" in report.note
     assert s.doc.data is data and not s.history.can_undo
-    c.apply_fix("no-such-fix", lambda report, error: got.append((report, error)))
+    run_fix(c, "no-such-fix", lambda report, error: got.append((report, error)))
     assert got[-1][0] is None and "unknown fix 'no-such-fix'" in got[-1][1]
 
 

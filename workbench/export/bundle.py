@@ -18,9 +18,7 @@ changes the output is sealed (seal.py): a SHA-256 per field, checked by the load
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -29,13 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import __version__
 from ..assembly import AUTO_CACHE_BYTES, Assembler
 from ..cache.store import ENV_REDIS_URL
 from ..errors import WorkbenchError
 from . import safe_yaml
+from .goldens import golden_of
 from .schema import SCHEMA, SCHEMA_VERSION
 from .seal import SEALED, changes, fields_of, seal_of
 
@@ -51,22 +48,7 @@ KEY_RECIPE = {
                "generation-prompt flag"],
     "never": ["timestamps", "request ids", "user ids"],
 }
-# Above this many tokens in one session, goldens keep every turn's count and SHA-256 but the ids of
-# the last turn only (the SHA-256 still proves equality; the ids locate the first difference).
-FULL_IDS_LIMIT = 1_000_000
 TEMPLATE_FILE = "chat_template.jinja"
-
-
-def encode_ids(ids: np.ndarray) -> str:
-    return base64.b64encode(np.asarray(ids, dtype="<u4").tobytes()).decode("ascii")
-
-
-def decode_ids(text: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<u4").astype(np.uint32)
-
-
-def ids_sha256(ids: np.ndarray) -> str:
-    return hashlib.sha256(np.asarray(ids, dtype="<u4").tobytes()).hexdigest()
 
 
 def _plain(x: Any) -> Any:
@@ -122,24 +104,6 @@ def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required:
 def cache_local_bytes(cache: Any) -> int:
     local = getattr(cache, "_local", None)
     return int(getattr(local, "max_bytes", AUTO_CACHE_BYTES) or AUTO_CACHE_BYTES)
-
-
-def golden_of(asm: Assembler, name: str, requests: Sequence[dict], *, turns: str = "all") -> dict:
-    """Expected ids for a session's requests (already prepared: request variables merged in). With
-    turns="last" only the last request is kept: alone, it assembles to the same ids."""
-    chosen = list(range(len(requests))) if turns == "all" else [len(requests) - 1]
-    sess = asm.session()
-    results = [sess.assemble(requests[k]) for k in chosen]
-    total = sum(r.total_tokens for r in results)
-    out = []
-    for k, r in zip(chosen, results):
-        row: dict[str, Any] = {"turn": k + 1, "count": int(r.total_tokens), "sha256": ids_sha256(r.token_ids),
-                               "request": requests[k]}
-        if total <= FULL_IDS_LIMIT or k == chosen[-1]:
-            row["ids"] = encode_ids(r.token_ids)
-        out.append(row)
-    return {"session": name, "template_sha256": asm.template.version, "tokenizer_version": asm.tokenizer.version,
-            "turns": out}
 
 
 def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str, Sequence[dict]]] = (), *,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .bundle import FULL_IDS_LIMIT, encode_ids, golden_of, ids_sha256
+from .goldens import FULL_IDS_LIMIT, encode_ids, golden_of, ids_sha256
 
 if TYPE_CHECKING:
     from ..analysis.fixes import Applied

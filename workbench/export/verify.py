@@ -17,7 +17,7 @@ from ..difference import first_difference
 from ..errors import BundleError
 from ..sessions import load_session
 from . import paths
-from .bundle import decode_ids, ids_sha256
+from .goldens import decode_ids, ids_sha256
 from .loader import load
 from .schema import check_golden
 

@@ -517,12 +517,6 @@ class Controller:
         self.ops([{"op": "insert", "index": index, "message": {"role": "assistant", "content": text}}])
         return f"appended to the session as message {index} (assistant)"     # the editor's numbering
 
-    def apply_fix(self, name: str, done: Callable[[Any, str], None]) -> None:
-        """A prefix diff's Fix button: the one-click fix measured in the background, then applied to
-        the session as one undo step (fix_buttons.py); `done(report, error)` on the UI thread."""
-        from .fix_buttons import run_fix
-        run_fix(self, name, done)
-
     def _in_background(self, name: str, fn: Callable[[], Any], done: Callable[[Any, str], None]) -> None:
         def work() -> None:
             try:

@@ -135,7 +135,7 @@ class PanelFixBar:
 
     def click(self, fix: str) -> None:
         self.result.object = f'<div class="wb-fix-running">measuring {escape(fix)} over every turn…</div>'
-        self.controller.apply_fix(fix, self._done)
+        run_fix(self.controller, fix, self._done)
 
     def _done(self, report: FixReport | None, error: str) -> None:
         self.result.object = report.html() if report else f'<div class="wb-fix-error">{escape(error)}</div>'
@@ -167,7 +167,7 @@ class NotebookFixBar:
 
     def click(self, fix: str) -> None:
         self.result.value = f"measuring {escape(fix)} over every turn…"
-        self.controller.apply_fix(fix, self._done)
+        run_fix(self.controller, fix, self._done)
 
     def _done(self, report: FixReport | None, error: str) -> None:
         body = report.html() if report else f'<div class="wb-fix-error">{escape(error)}</div>'
