@@ -160,7 +160,12 @@ def _generated(asm: Assembler, prev: AssemblyResult, reply: Message | None) -> t
     rendered = asm.render_text(conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
     if not rendered.startswith(body):
         return "", False  # the reply changes what came before it: the next prompt shows the rewrite
-    part = rendered[len(body):]
+    return _generated_in(asm, rendered[len(body):], gen_text)
+
+
+def _generated_in(asm: Assembler, part: str, gen_text: str) -> tuple[str, bool]:
+    """`_generated` from `part`, what the render of the reply as a finished turn adds after the
+    previous prompt's body (a fast path finds it without rendering the whole conversation)."""
     if part.startswith(gen_text):
         text, mismatch = part[len(gen_text):], False
     else:

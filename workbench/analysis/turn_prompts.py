@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .prefix import _generated  # the analysis's own account of what the engine holds
+from ..assembly.incremental import rendered_after
+from ..assembly.result import text_slice
+from .prefix import _generated, _generated_in  # the analysis's own account of what the engine holds
 from .providers import TurnPrompt
 
 if TYPE_CHECKING:
@@ -68,8 +70,42 @@ def reply_ids(asm: "Assembler", result: "AssemblyResult", following: "AssemblyRe
     reply = _reply_message(result, following)
     if reply is None:
         return None
-    text, _ = _generated(asm, result, reply)
+    text = generated_text(asm, result, reply)
     return np.asarray(asm.tokenizer.encode_with_specials(text), dtype=np.uint32) if text else None
+
+
+def generated_text(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -> str:
+    """What the model generated after `prev` (prefix.py's `_generated`, the reference): rendered
+    from the user message opening the last turn where the incremental probe is trusted (cost
+    follows the turn, not the history), else from the whole conversation."""
+    fast = _generated_fast(asm, prev, reply)
+    return fast if fast is not None else _generated(asm, prev, reply)[0]
+
+
+def _generated_fast(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -> str | None:
+    """`_generated`'s text from the probe's render of the last turn and the reply; None where the
+    probe does not apply (a short conversation, escaped text, another build context)."""
+    ctx = asm.context_at()
+    if prev.context != ctx.fingerprint:
+        return None   # assembled under other settings (or another day's date): its text is not this render's
+    conv = prev.conversation
+    # A sequence number of its own (the slow path's -1 is a summary slot's): the probe finds messages by it.
+    seq = max((m.sequence for m in conv.messages), default=0) + 1
+    found = rendered_after(ctx, prev, conv.with_messages(conv.messages + (reply.with_(sequence=seq),)), False)
+    if found is None:
+        return None
+    start, tail = found
+    segs = prev.segments
+    gen = segs[-1] if segs and segs[-1].kind == "generation_prompt" else None
+    end = gen.char_start if gen is not None else len(prev.text_source)
+    if end < start:
+        return None
+    # The render's head is the previous prompt's up to `start` (the probe checked its anchors), so
+    # the render starts with the previous body exactly when the tail starts with the body's rest.
+    body = text_slice(prev.text_source, start, end)
+    if not tail.startswith(body):
+        return ""   # the reply changes what came before it: the next prompt shows the rewrite
+    return _generated_in(asm, tail[len(body):], gen.text if gen is not None else "")[0]
 
 
 def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explicit",

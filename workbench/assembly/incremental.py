@@ -136,8 +136,31 @@ def _anchors(msgs: Sequence[Message], c: int) -> tuple[int, int, int, int] | Non
     return first_ns, a2, a, r
 
 
+def rendered_after(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool
+                   ) -> tuple[int, str] | None:
+    """The render of `conv`, which repeats every message of `prev` and adds some, from the user
+    message that opens its last turn: (where that message starts in `prev`'s text, the text from
+    there), found as the probe finds it; None where the probe is not trusted (render it whole).
+    Text only, no tokens: what prefix analysis reads of the reply the model generated."""
+    pc = prev.conversation
+    if prev.escaped or pc.tools != conv.tools or not prev.segments or len(pc.messages) < 2 \
+            or conv.messages[:len(pc.messages)] != pc.messages:
+        return None
+    found = _probe_tail(ctx, prev, _Ask(conv, add_generation_prompt, len(pc.messages), None))
+    if found is None:
+        return None
+    i_r, tail = found
+    return originals(prev.segments)[i_r].char_start, tail.text
+
+
 def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     """Render only the system messages, two anchor turns and the tail (see the module docstring)."""
+    found = _probe_tail(ctx, prev, ask)
+    return _join(ctx, prev, ask, *found) if found is not None else None
+
+
+def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask) -> tuple[int, _Tail] | None:
+    """The probe's tail, and the index of the previous segment it replaces from; None when untrusted."""
     conv = ask.conv
     msgs = conv.messages
     found = _anchors(msgs, ask.first_change)
@@ -168,7 +191,7 @@ def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
         return None
     spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in probe.spans
              if sp.start >= cut_r]
-    return _join(ctx, prev, ask, i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection, probe.render_ms))
+    return i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection, probe.render_ms)
 
 
 def _verified(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
