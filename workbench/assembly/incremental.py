@@ -146,7 +146,7 @@ def rendered_after(ctx: BuildContext, prev: Prior, conv: Conversation, add_gener
     if prev.escaped or pc.tools != conv.tools or not prev.segments or len(pc.messages) < 2 \
             or conv.messages[:len(pc.messages)] != pc.messages:
         return None
-    found = _probe_tail(ctx, prev, _Ask(conv, add_generation_prompt, len(pc.messages), None))
+    found = _probe_tail(ctx, prev, _Ask(conv, add_generation_prompt, len(pc.messages), None), ids=False)
     if found is None:
         return None
     i_r, tail = found
@@ -159,8 +159,10 @@ def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     return _join(ctx, prev, ask, *found) if found is not None else None
 
 
-def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask) -> tuple[int, _Tail] | None:
-    """The probe's tail, and the index of the previous segment it replaces from; None when untrusted."""
+def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, ids: bool = True) -> tuple[int, _Tail] | None:
+    """The probe's tail, and the index of the previous segment it replaces from; None when untrusted.
+    `ids`: the tail is to be tokenized and joined to the previous ids, so it must start at a special
+    token (for the text alone, any message start will do)."""
     conv = ask.conv
     msgs = conv.messages
     found = _anchors(msgs, ask.first_change)
@@ -170,7 +172,7 @@ def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask) -> tuple[int, _Tail] 
     orig = originals(prev.segments)
     i_r = find_message_segment(orig, msgs[r].sequence)
     i_a = find_message_segment(orig, msgs[a].sequence)
-    if i_r is None or i_a is None or not _special_start(ctx, orig[i_r].text, 0):
+    if i_r is None or i_a is None or (ids and not _special_start(ctx, orig[i_r].text, 0)):
         return None
     probe = render_spans(ctx, conv.with_messages(msgs[:first_ns] + msgs[a2:]), ask.add_generation_prompt)
     if probe.escaped:
@@ -180,7 +182,7 @@ def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask) -> tuple[int, _Tail] 
         if sp.kind == "message" and sp.seq is not None and sp.seq not in start_of:
             start_of[sp.seq] = sp.start
     cut_r, cut_a, cut_a2 = (start_of.get(msgs[i].sequence) for i in (r, a, a2))
-    if cut_r is None or cut_a is None or cut_a2 is None or not _special_start(ctx, probe.text, cut_r):
+    if cut_r is None or cut_a is None or cut_a2 is None or (ids and not _special_start(ctx, probe.text, cut_r)):
         return None
     # What the template puts before the messages must not have changed: DeepSeek gathers every
     # system message there, so one added later in the conversation rewrites the head.

@@ -1,0 +1,190 @@
+"""The reply an engine holds, computed from the last turn (issue 18): `reply_ids` renders the
+reply from the user message that opens the last turn (the incremental probe's tail) instead of
+the whole conversation, and must give exactly what the whole render (prefix.py's `_generated`,
+the reference) gives: for every shipped and official template, on the sample sessions, a long
+session trimmed, truncated sessions (sliding, chunked, summary slot), templates that rewrite
+history or prefill the generation prompt, and generated sessions."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracles import ensure
+
+from workbench import Assembler
+from workbench.analysis.prefix import _generated
+from workbench.analysis.turn_prompts import reply_ids
+from workbench.errors import WorkbenchError
+from workbench.sessions import load_session
+from workbench.templates import from_source, shipped_names
+from workbench.tokenizers import get_tokenizer
+from workbench.truncation import TruncationPolicy
+
+# The module, not the function `workbench.analysis` exports under the same name.
+tp = sys.modules["workbench.analysis.turn_prompts"]
+SESSIONS = Path(__file__).resolve().parent.parent / "sample_sessions"
+# Tokenizers an official template may be counted with: the one whose special tokens it writes most.
+TOKENIZERS = ("qwen2.5", "qwen3", "llama3", "mistral-v3", "mistral-tekken", "mistral-v7", "deepseek-v3", "phi4",
+              "gpt-oss")
+
+
+@cache
+def turns(name: str, n: int | None = None) -> tuple[Any, ...]:
+    return tuple(load_session(SESSIONS / f"{name}.json").turns[:n])
+
+
+def assembled(asm: Assembler, requests: Sequence[Any]) -> list[Any]:
+    """A session's results in order, up to the first request the template refuses."""
+    sess, out = asm.session(), []
+    for req in requests:
+        try:
+            out.append(sess.assemble(req))
+        except WorkbenchError:
+            break
+    return out
+
+
+def check(asm: Assembler, results: Sequence[Any]) -> Counter[str]:
+    """Every turn's reply, both ways: the fast text equals the reference, and `reply_ids` equals the
+    reference text tokenized. Counts which path ran and which cases came up."""
+    seen: Counter[str] = Counter()
+    for k, (r, nxt) in enumerate(zip(results, results[1:]), start=1):
+        reply = tp._reply_message(r, nxt)
+        if reply is None:
+            assert reply_ids(asm, r, nxt) is None
+            continue
+        slow, mismatch = _generated(asm, r, reply)
+        fast = tp._generated_fast(asm, r, reply)
+        if fast is not None:
+            assert fast == slow, f"turn {k}: the fast reply differs from the whole render's"
+        ids = reply_ids(asm, r, nxt)
+        want = np.asarray(asm.tokenizer.encode_with_specials(slow), dtype=np.uint32) if slow else None
+        assert (ids is None) == (want is None) and (ids is None or np.array_equal(ids, want)), f"turn {k}"
+        seen.update({"fast" if fast is not None else "slow": 1, "mismatch": int(mismatch), "rewrite": int(not slow),
+                     "truncated": int(bool(r.dropped) and fast is not None)})
+    return seen
+
+
+# ---------------------------------------------------------------- shipped templates
+
+@pytest.mark.parametrize("template", shipped_names())
+def test_shipped_templates_fast_reply_equals_the_whole_render(template: str) -> None:
+    asm = Assembler(template=template, cache=None, context_window=1_000_000, reserve=1000)
+    seen: Counter[str] = Counter()
+    for name, n in (("tool_agent", None), ("coding_corrections", None), ("support_chat", None), ("bench_1000", 40)):
+        seen += check(asm, assembled(asm, turns(name, n)))
+    # The probe needs three user turns: only the first two replies of a session render whole.
+    assert seen["fast"] >= 60 and seen["slow"] <= 8
+
+
+def test_a_prefilled_generation_prompt_is_a_mismatch_both_ways() -> None:
+    # Qwen 3 without thinking ends its generation prompt with an empty <think></think> the finished
+    # turn does not have.
+    asm = Assembler(template="qwen3", cache=None, template_kwargs={"enable_thinking": False})
+    seen = check(asm, assembled(asm, turns("bench_1000", 20)))
+    assert seen["fast"] >= 15 and seen["mismatch"] == seen["fast"] + seen["slow"]
+
+
+def test_a_template_that_rewrites_the_previous_turn_holds_no_reply() -> None:
+    # gpt-oss drops the analysis channel of a finished turn: the reply changes what came before it.
+    asm = Assembler(template="gpt-oss", cache=None)
+    seen = check(asm, assembled(asm, turns("tool_agent")))
+    assert seen["rewrite"] >= 1 and seen["fast"] >= 1
+
+
+# ---------------------------------------------------------------- truncated turns
+
+@pytest.mark.parametrize("strategy", ["sliding", "chunked", "summary-slot"])
+@pytest.mark.parametrize("template", ["qwen2.5", "llama3.1", "mistral-v7", "gemma3"])
+def test_truncated_turns_fast_reply_equals_the_whole_render(template: str, strategy: str) -> None:
+    asm = Assembler(template=template, cache=None, context_window=6000, reserve=500,
+                    truncation=TruncationPolicy(strategy=strategy))
+    results = assembled(asm, turns("bench_1000", 60))
+    assert sum(1 for r in results if r.dropped) >= 20
+    seen = check(asm, results)
+    assert seen["truncated"] >= 15   # the fast path ran on truncated prompts (a summary slot's too)
+
+
+# ---------------------------------------------------------------- official templates
+
+def official() -> list[str]:
+    return sorted(p.name for p in (ensure() / "templates").glob("*.jinja"))
+
+
+@cache
+def specials(name: str) -> frozenset[str]:
+    return frozenset(get_tokenizer(name).specials)
+
+
+@pytest.mark.parametrize("filename", official())
+def test_official_templates_fast_reply_equals_the_whole_render(filename: str) -> None:
+    src = (ensure() / "templates" / filename).read_text(encoding="utf-8")
+    tok = max(TOKENIZERS, key=lambda t: sum(1 for s in specials(t) if s in src))
+    try:
+        asm = Assembler(template=from_source(src, filename), tokenizer=tok, cache=None, context_window=1_000_000,
+                        reserve=1000)
+    except WorkbenchError:
+        pytest.fail(f"{filename} does not load")
+    seen: Counter[str] = Counter()
+    for name, n in (("coding_corrections", None), ("tool_agent", None), ("bench_1000", 10)):
+        seen += check(asm, assembled(asm, turns(name, n)))
+    # Each template renders some session (those that refuse every shape are the exceptions).
+    assert seen["fast"] + seen["slow"] > 0 or filename in REFUSE_ALL
+
+
+# Templates that refuse every sample session's shape (Command R+ needs its own documents
+# argument; firefunction and Gemma 2 refuse a system message or tools).
+REFUSE_ALL = {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", "fireworks-ai-llama-3-firefunction-v2.jinja",
+              "google-gemma-2-2b-it.jinja"}
+
+
+# ---------------------------------------------------------------- generated sessions
+
+WORDS = st.lists(st.sampled_from(["hello", " world", " café", " 中文", "\n", " x=1;", " the", " ok.", "<think>",
+                                  " 42"]), min_size=1, max_size=8).map("".join)
+
+
+@st.composite
+def conversations(draw):  # type: ignore[no-untyped-def]
+    """The requests of a growing conversation: replies with reasoning, a system message in the
+    history now and then, an earlier message edited."""
+    msgs: list[dict] = [{"role": "system", "content": draw(WORDS)}] if draw(st.booleans()) else []
+    steps = []
+    for _ in range(draw(st.integers(4, 8))):
+        msgs.append({"role": "user", "content": draw(WORDS)})
+        steps.append(copy.deepcopy(msgs))
+        reply = {"role": "assistant", "content": draw(WORDS)}
+        if draw(st.booleans()):
+            reply["reasoning_content"] = draw(WORDS)
+        msgs.append(reply)
+        edit = draw(st.integers(0, 6))
+        if edit == 1:
+            msgs.append({"role": "system", "content": draw(WORDS)})
+        elif edit == 0:
+            i = draw(st.integers(0, len(msgs) - 1))
+            if msgs[i].get("content"):
+                msgs[i] = {**msgs[i], "content": msgs[i]["content"] + " (edited)"}
+    return steps
+
+
+_ASM: dict[str, Assembler] = {}
+
+
+@pytest.mark.parametrize("template", shipped_names())
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=conversations())
+def test_generated_sessions_fast_reply_equals_the_whole_render(template: str, steps: list[list[dict]]) -> None:
+    if template not in _ASM:
+        _ASM[template] = Assembler(template=template, cache=None, context_window=1_000_000, reserve=1000)
+    asm = _ASM[template]
+    check(asm, assembled(asm, [{"messages": m} for m in steps]))
