@@ -146,7 +146,11 @@ def rendered_after(ctx: BuildContext, prev: Prior, conv: Conversation, add_gener
     if prev.escaped or pc.tools != conv.tools or not prev.segments or len(pc.messages) < 2 \
             or conv.messages[:len(pc.messages)] != pc.messages:
         return None
-    found = _probe_tail(ctx, prev, _Ask(conv, add_generation_prompt, len(pc.messages), None), ids=False)
+    # A segment start moved back to a token boundary is no longer where the render put it: a cut
+    # there must start at a special token (never moved) to be the render's.
+    moved = frozenset(d.seq for d in prev.render_diagnostics if d.code == "segment_boundary_moved"
+                      and d.seq is not None)
+    found = _probe_tail(ctx, prev, _Ask(conv, add_generation_prompt, len(pc.messages), None), moved)
     if found is None:
         return None
     i_r, tail = found
@@ -159,10 +163,12 @@ def _probe(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
     return _join(ctx, prev, ask, *found) if found is not None else None
 
 
-def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, ids: bool = True) -> tuple[int, _Tail] | None:
+def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, moved: frozenset[int] | None = None
+                ) -> tuple[int, _Tail] | None:
     """The probe's tail, and the index of the previous segment it replaces from; None when untrusted.
-    `ids`: the tail is to be tokenized and joined to the previous ids, so it must start at a special
-    token (for the text alone, any message start will do)."""
+    The tail is tokenized and joined to the previous ids, so its cut must start at a special token;
+    for the text alone (`moved`: the messages whose segment start moved to a token boundary) any
+    message start will do that did not move."""
     conv = ask.conv
     msgs = conv.messages
     found = _anchors(msgs, ask.first_change)
@@ -172,6 +178,7 @@ def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, ids: bool = True) -> 
     orig = originals(prev.segments)
     i_r = find_message_segment(orig, msgs[r].sequence)
     i_a = find_message_segment(orig, msgs[a].sequence)
+    ids = moved is None or msgs[r].sequence in moved or msgs[a].sequence in moved
     if i_r is None or i_a is None or (ids and not _special_start(ctx, orig[i_r].text, 0)):
         return None
     probe = render_spans(ctx, conv.with_messages(msgs[:first_ns] + msgs[a2:]), ask.add_generation_prompt)
