@@ -330,8 +330,11 @@ def test_the_kv_panel_counts_blocks_and_a_prefill_reuses_the_previous_turn() -> 
     rows = paged_rows(p, "Llama-3-8B")
     vllm = next(s for s in p.simulations if s.provider == "vllm")
     assert [r["tokens"] for r in rows] == [t.tokens for t in vllm.turns]
-    for prev, r in zip(rows, rows[1:]):
-        assert r["shared_blocks"] == prev["tokens"] // 16       # append-only: every full block of the last prompt
+    for k, (prev, r) in enumerate(zip(rows, rows[1:])):
+        # Append-only: every full block the engine held after the last turn, its prompt and the reply
+        # as generated (what the next prompt repeats), is shared.
+        held = len(p.prompts[k].held_ids)
+        assert held > prev["tokens"] and r["shared_blocks"] == held // 16
         assert r["blocks"] == -(-r["tokens"] // 16) and r["kv_bytes"] == r["tokens"] * 131072
         assert r["held_bytes"] >= prev["held_bytes"]
     html = kv_html(p, "Qwen2.5-7B")
