@@ -31,3 +31,17 @@ def browser() -> Iterator[object]:
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="module")
+def own_workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """WORKBENCH_HOME in a folder of the module's own (the model packages assemble there), restored after."""
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(tmp_path_factory.mktemp("home"))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_HOME", None)
+        else:
+            os.environ["WORKBENCH_HOME"] = old

@@ -5,8 +5,6 @@ runs with `pytest -m slow`, not in the default run."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    old = os.environ.get("WORKBENCH_HOME")
-    os.environ["WORKBENCH_HOME"] = str(tmp_path_factory.mktemp("home"))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_HOME", None)
-        else:
-            os.environ["WORKBENCH_HOME"] = old
-
-
-def test_gemma_generates_real_words_and_the_next_turn_reuses_its_reply(home: None) -> None:
+def test_gemma_generates_real_words_and_the_next_turn_reuses_its_reply(own_workbench_home: None) -> None:
     state = WorkbenchState(str(ROOT / "sample_sessions" / "openai_minimal.json"), restore=False)
     runner = Runner()
     job = runner.prepare(state)

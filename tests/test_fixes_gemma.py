@@ -4,8 +4,6 @@ minutes on a shared 2-core machine): `pytest -m slow tests/test_fixes_gemma.py`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    old = os.environ.get("WORKBENCH_HOME")
-    os.environ["WORKBENCH_HOME"] = str(tmp_path_factory.mktemp("home"))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_HOME", None)
-        else:
-            os.environ["WORKBENCH_HOME"] = old
-
-
-def test_move_volatile_lets_gemma_reuse_its_cache(home: None) -> None:
+def test_move_volatile_lets_gemma_reuse_its_cache(own_workbench_home: None) -> None:
     from workbench.engine.models import model_tokenizer
     asm = Assembler(template="gemma3", tokenizer=model_tokenizer("gemma3-270m"), cache=None)
     raw = load_session(ROOT / "sample_sessions" / "timestamp_system.json").raw

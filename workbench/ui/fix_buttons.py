@@ -109,66 +109,79 @@ def run_fix(controller: "Controller", name: str, done: Callable[[FixReport | Non
     controller._in_background("fix", lambda: measure_fix(controller.state, name), finished)
 
 
-class PanelFixBar:
+class _FixBar:
+    """What both hosts' Fix buttons do: one button per fixable cause of the prefix diff, and the
+    last fix's result. A host makes its buttons and shows HTML (`_button`, `_set_buttons`, `_show`)."""
+
+    def __init__(self, controller: "Controller"):
+        self.controller = controller
+        self._shown: list[tuple[str, str]] = []
+
+    def update(self, diff: dict[str, Any] | None) -> None:
+        wanted = buttons_for(diff)
+        if wanted == self._shown:
+            return
+        self._shown = wanted
+        self._set_buttons([self._button(f"Fix {code}: {fix}", fix) for code, fix in wanted])
+
+    def click(self, fix: str) -> None:
+        self._show(f'<div class="wb-fix-running">measuring {escape(fix)} over every turn…</div>')
+        run_fix(self.controller, fix, self._done)
+
+    def _done(self, report: FixReport | None, error: str) -> None:
+        self._show(report.html() if report else f'<div class="wb-fix-error">{escape(error)}</div>')
+
+    def _button(self, label: str, fix: str) -> Any:
+        raise NotImplementedError
+
+    def _set_buttons(self, buttons: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _show(self, html: str) -> None:
+        raise NotImplementedError
+
+
+class PanelFixBar(_FixBar):
     """The Panel app's buttons under the prefix diff, and the last fix's result."""
 
     def __init__(self, controller: "Controller", css: str):
         import panel as pn
-        self._pn, self.controller = pn, controller
+        super().__init__(controller)
+        self._pn = pn
         self.buttons = pn.Row(sizing_mode="stretch_width", css_classes=["wb-fix-buttons"])
         self.result = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[css], css_classes=["wb-fix-status"])
         self.layout = pn.Column(self.buttons, self.result, sizing_mode="stretch_width")
-        self._shown: list[tuple[str, str]] = []
 
-    def update(self, diff: dict[str, Any] | None) -> None:
-        wanted = buttons_for(diff)
-        if wanted == self._shown:
-            return
-        self._shown = wanted
-        made = []
-        for code, fix in wanted:
-            b = self._pn.widgets.Button(name=f"Fix {code}: {fix}", button_type="primary",
-                                        css_classes=["wb-fix-button"])
-            b.on_click(lambda _e, f=fix: self.click(f))
-            made.append(b)
-        self.buttons.objects = made
+    def _button(self, label: str, fix: str) -> Any:
+        b = self._pn.widgets.Button(name=label, button_type="primary", css_classes=["wb-fix-button"])
+        b.on_click(lambda _e: self.click(fix))
+        return b
 
-    def click(self, fix: str) -> None:
-        self.result.object = f'<div class="wb-fix-running">measuring {escape(fix)} over every turn…</div>'
-        run_fix(self.controller, fix, self._done)
+    def _set_buttons(self, buttons: list[Any]) -> None:
+        self.buttons.objects = buttons
 
-    def _done(self, report: FixReport | None, error: str) -> None:
-        self.result.object = report.html() if report else f'<div class="wb-fix-error">{escape(error)}</div>'
+    def _show(self, html: str) -> None:
+        self.result.object = html
 
 
-class NotebookFixBar:
+class NotebookFixBar(_FixBar):
     """The notebook's buttons under the prefix diff (ipywidgets), and the last fix's result."""
 
     def __init__(self, controller: "Controller", css: str):
         import ipywidgets as W
-        self._W, self.controller, self._css = W, controller, css
+        super().__init__(controller)
+        self._W, self._css = W, css
         self.buttons = W.HBox()
         self.result = W.HTML()
         self.layout = W.VBox([self.buttons, self.result])
-        self._shown: list[tuple[str, str]] = []
 
-    def update(self, diff: dict[str, Any] | None) -> None:
-        wanted = buttons_for(diff)
-        if wanted == self._shown:
-            return
-        self._shown = wanted
-        made = []
-        for code, fix in wanted:
-            b = self._W.Button(description=f"Fix {code}: {fix}", button_style="primary",
-                               layout=self._W.Layout(width="auto"))
-            b.on_click(lambda _b, f=fix: self.click(f))
-            made.append(b)
-        self.buttons.children = made
+    def _button(self, label: str, fix: str) -> Any:
+        b = self._W.Button(description=label, button_style="primary", layout=self._W.Layout(width="auto"))
+        b.on_click(lambda _b: self.click(fix))
+        return b
 
-    def click(self, fix: str) -> None:
-        self.result.value = f"measuring {escape(fix)} over every turn…"
-        run_fix(self.controller, fix, self._done)
+    def _set_buttons(self, buttons: list[Any]) -> None:
+        self.buttons.children = buttons
 
-    def _done(self, report: FixReport | None, error: str) -> None:
-        body = report.html() if report else f'<div class="wb-fix-error">{escape(error)}</div>'
-        self.result.value = f"<style>{self._css}</style>{body}"
+    def _show(self, html: str) -> None:
+        self.result.value = f"<style>{self._css}</style>{html}"
