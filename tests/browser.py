@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -139,3 +139,12 @@ def open_page(browser, url: str, errors: list[str], *, step_ms: int, first_ms: i
     page.goto(url, timeout=first_ms)
     expect(page.locator(".wb-seg").first, "no token view").to_be_visible(timeout=first_ms)
     return page
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.05) -> None:
+    """Poll `condition` until it holds; an AssertionError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(step_s)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, serving
+from browser import AppServer, serving, wait_for
 from browser import open_page as browser_page
 
 from workbench.ui.state import sample_sessions
@@ -28,14 +27,6 @@ CHUNK = "32"              # tokens per forward pass: hundreds of passes over the
 FIRST_VIEW_MS = 30_000
 STEP_MS = 10_000
 PREFILL_MS = 240_000      # a whole prefill in small chunks, on a busy machine
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 # ------------------------------------------------------------------------------ the app, in Chromium
@@ -93,11 +84,11 @@ def test_the_notebook_shows_prefill_progress_and_cancel_stops_it(monkeypatch: py
     wb.kv_status.observe(watch, "value")
     assert wb.kv_cancel.layout.display == "none"
     wb.kv_run.click()                                   # as the button does: on the controller's worker
-    wait_until(lambda: "tokens" in wb.kv_status.value, PREFILL_MS / 1e3, "the prefill's progress")
+    wait_for(lambda: "tokens" in wb.kv_status.value, PREFILL_MS / 1e3, "the prefill's progress")
     assert wb.kv_run.disabled and wb.kv_cancel.layout.display is None
     assert re.search(r"prefill, the previous turn: [\d,]+ of [\d,]+ tokens", wb.kv_status.value)
     wb.kv_cancel.click()
-    wait_until(lambda: "prefill cancelled" in wb.kv_status.value, STEP_MS / 1e3, "the cancel")
+    wait_for(lambda: "prefill cancelled" in wb.kv_status.value, STEP_MS / 1e3, "the cancel")
     assert not wb.kv_run.disabled and wb.kv_cancel.layout.display == "none"
     assert wb._prefill is None and "wb-kv-prefill" not in wb.kv.value
     # a second prefill, here and now, completes and is shown

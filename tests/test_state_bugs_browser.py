@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, open_page, serving
+from browser import AppServer, open_page, serving, wait_for
 
 try:
     from playwright.sync_api import expect
@@ -19,14 +18,6 @@ except ImportError:
 FIRST_VIEW_MS = 60_000   # a fresh server's first page loads Panel's bundle (slow on a busy machine)
 UPDATE_MS = 20_000
 SLOW_S = 300             # the panels of the 1,000-message session on a busy 2-core machine
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def load_session_messages(name: str) -> list:
