@@ -50,10 +50,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from ..export.bundle import export_bundle
     from ..export.verify import verify
-    from ..semantic.cache import Thresholds, settings
+    from ..semantic.cache import settings
 
     options.at_least(args.semantic_window, 0, "--semantic-window")
-    th = options.thresholds(args.semantic_thresholds, "--semantic-thresholds") or Thresholds()
+    th = options.thresholds(args.semantic_thresholds, "--semantic-thresholds")   # None: the embedder's defaults
     files = [load_session(p) for p in args.session]
     asm, prepare = build_assembler(files[0], args, cache=None)
     sessions = [(Path(p).name, f.turns.map(prepare)) for p, f in zip(args.session, files)]   # turns built on use

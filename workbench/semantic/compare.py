@@ -73,9 +73,38 @@ def coverage(entry_current: str, gone: frozenset[str]) -> float:
     return 1.0 - len(gone) / len(asked) if asked else 1.0
 
 
+@lru_cache(maxsize=4096)
+def units(text: str) -> frozenset[str]:
+    """Content words, with Chinese taken character by character instead of in bigrams: a rewording
+    keeps a word's characters more often than its bigrams ("团操课" / "团课", "撤销" / "撤回")."""
+    out = {w for w in content(text) if not CJK.match(w)}
+    out |= {c for c in normalise_numerals(text) if CJK.match(c) and c not in ZH_STOP}
+    return frozenset(out)
+
+
+def unit_coverage(entry_current: str, query_current: str, query_window: str) -> float:
+    """`coverage` over `units`: the share of the cached request's words and Chinese characters that
+    the new context mentions."""
+    asked = units(question(entry_current))
+    if not asked:
+        return 1.0
+    return 1.0 - len(asked - units(query_current) - units(query_window)) / len(asked)
+
+
 def missing(entry_current: str, query_current: str, query_window: str) -> frozenset[str]:
     """The cached request's content words that the new context never mentions."""
     return content(question(entry_current)) - content(query_current) - content(query_window)
+
+
+def added(query_current: str, entry_current: str, entry_window: str) -> float:
+    """The share of the new question's own content words (its asking sentences, background left out)
+    that the cached context mentions: a new question that asks about things the cached context never
+    named ("does switching it off void the warranty?") is another question, however much of the
+    cached request it repeats."""
+    asked = content(question(query_current))
+    if not asked:
+        return 1.0
+    return 1.0 - len(asked - content(entry_current) - content(entry_window)) / len(asked)
 
 
 # --- near-identical messages ------------------------------------------------------------------------

@@ -174,6 +174,11 @@ def default_name() -> str:
     return "use" if installed("use") else "minilm"
 
 
+def default_embedder_name() -> str:
+    """The model name of the default embedder (what the export bundle records), without loading it."""
+    return str(EMBEDDERS[default_name()].name)
+
+
 def make_embedder(name: str | None = None) -> Embedder:
     """An embedder by its short name (NAMES); None: `default_name()`."""
     name = name or default_name()

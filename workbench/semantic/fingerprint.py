@@ -58,6 +58,13 @@ ASPECTS: dict[str, re.Pattern[str]] = {
                        r"收费|运费|花费|几块钱", re.I),
     "amount": re.compile(r"\bhow (?:much|many)\b|几个|几天|几次|几张|几台|多少(?!钱)|有几", re.I),
     "reason": re.compile(r"\bwhy\b|\bhow come\b|为什么|为啥|怎么会", re.I),
+    "choice": re.compile(r"\bwhich\b|哪个|哪种|哪些|哪一|哪款|哪家", re.I),
+    # a yes-or-no question ("does turning it off void the warranty?", "押金能全部退回来吗？") asks whether,
+    # not how; "can I ...?", "is there a way to ...?" and "有没有办法" ask how
+    "whether": re.compile(r"^\s*(?:(?:and|so|but|also|ok|okay|then),?\s+)?"
+                          r"(?:does|do(?!\s+(?:i|we|you)\s+(?:turn|set|get|make))|is(?!\s+there\s+a\s+way)(?!\s+it\s+possible)|are|will|would|did|has|have|was|were|"
+                          r"should|must)\b|(?<!有没有)(?<!怎么)(?<!如何)[^怎如哪何谁几]{2,}[吗么][？?]?\s*$|是不是|会不会|是否|能否|"
+                          r"有没有(?!办法|方法)", re.I),
 }
 _SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\s+[—–]+\s+|\s+-{1,2}\s+|(?<=[—–])|"
                        r"(?<=[^\w\s,;:'\"])\s+(?=(?:How|What|Which|Where|When|Why|Who|Can|Could|Is|Are|Do|Does|Should)\b)|"
@@ -199,7 +206,8 @@ ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
                 "update": "update or change something", "compare": "compare things", "fix": "fix a problem",
                 "price": "know a price", "explain": "have something explained", "howto": "know how to do something"}
 ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
-              "amount": "how much or how many", "reason": "why"}
+              "amount": "how much or how many", "reason": "why", "choice": "which one",
+              "whether": "whether (yes or no)"}
 
 
 def _does(action: str) -> str:
@@ -256,10 +264,21 @@ def _action(text: str) -> str:
     return max(strong, key=lambda n: (strong[n], -list(ACTIONS).index(n))) if strong else ""
 
 
+# "Where do I configure that?", "where's the setting for dark mode?", "这个在哪配？", "要去哪里开这个功能":
+# where to do something in an app or a process is how to do it, not a place.
+PROCEDURAL_WHERE = re.compile(
+    r"\bwhere\s+(?:(?:do|can|could|should|would)\s+(?:i|we|you)|in|to)\b(?!\s+(?:see|view|find|look|check|read|get))|"
+    r"\bwhere(?:'s|\s+is|\s+are|\s+do\s+i\s+find)\s+(?:the\s+)?(?:setting|option|button|menu|toggle|switch|page)|"
+    r"哪(?:里|儿)?(?:能|可以|才能|要|去)?(?:设置|配置|配|设|开|关|取消|填|退|改|弄|找|操作|申请|办|修改|添加|打开|"
+    r"关闭|开通|调|绑|解绑|删除|上传)", re.I)
+
+
 def asks_of(text: str) -> frozenset[str]:
     """What kind of answer the question sentences want (ASPECTS); empty for "how do I" / "can I"."""
     asked = question(text)
     kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
+    if "place" in kinds and PROCEDURAL_WHERE.search(asked):
+        kinds.discard("place")
     if kinds & {"cost", "time"}:          # "how much does it cost", "how many days does it take"
         kinds.discard("amount")
     return frozenset(kinds)
@@ -345,9 +364,23 @@ def is_correction(text: str) -> bool:
     return bool(CORRECTION_EN.search(text) or CORRECTION_ZH.search(text))
 
 
+_CLAUSES = re.compile(r"[,，;；]\s*")
+
+
+def asking_clause(text: str) -> str:
+    """The clauses of the asking sentences that ask: "不想每个月自动扣钱了，在哪里取消？" asks to
+    cancel; "if I don't use all my days, how many roll over?" asks how many. A wish or a condition
+    before the question is background to it. The whole question when no clause alone asks."""
+    asked = question(text)
+    parts = [p for p in _CLAUSES.split(asked) if p.strip()]
+    asking = [p for p in parts if _QUESTION.search(p)]
+    return " ".join(asking) if asking and len(asking) < len(parts) else asked
+
+
 @lru_cache(maxsize=4096)
 def fingerprint(text: str) -> Fingerprint:
     """The fingerprint of the current user turn (the context window adds meaning to the vector,
     not to these fields: "it" does not name an entity). Negation counts in the sentences that ask:
     "(don't ask)" in the background negates nothing."""
-    return Fingerprint(action_of(text), entities_of(text), negated(question(text)), is_correction(text), asks_of(text))
+    return Fingerprint(action_of(text), entities_of(text), negated(asking_clause(text)), is_correction(text),
+                       asks_of(text))
