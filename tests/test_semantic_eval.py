@@ -255,8 +255,9 @@ def test_bad_inputs_get_one_error_line(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_the_text_report_shows_each_group_with_intervals_and_the_baseline(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["semantic", "eval", "--embedder", "hashing", "--dataset", "heldout-dev"]) == 0
+    assert main(["semantic", "eval", "--embedder", "hashing", "--dataset", "heldout-dev", "--cost-per-call", ".5"]) == 0
     text = capsys.readouterr().out
+    assert re.search(r"at 0\.5 per call, the rules save [+-]\d+\.\d\d \[", text)
     assert "(the cache's own)" in text and "resamples by scenario" in text
     for group in ("overall", *CATEGORIES, "en", "zh", "paraphrase/zh"):
         assert any(line.startswith(group + " ") for line in text.splitlines()), group

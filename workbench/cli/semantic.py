@@ -10,6 +10,7 @@ import sys
 from typing import Any, TextIO
 
 from ..errors import WorkbenchError
+from ..semantic.bootstrap import METRICS, Costs
 from ..semantic.embedders import NAMES
 from . import options
 from .output import print_json
@@ -41,7 +42,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..semantic.bootstrap import Costs
     from ..semantic.cache import Thresholds
     from ..semantic.evaluate import evaluate, load_dataset, make_cache, sweep_figure
 
@@ -82,23 +82,28 @@ def write_report(out: dict[str, Any], args: argparse.Namespace, o: TextIO) -> No
     o.write(f"each figure: value [95% interval, {out['bootstrap']['resamples']} resamples by scenario]; second line: "
             f"similarity alone (hit iff similarity >= high). saved/1k: calls saved per 1,000 lookups, a false hit "
             f"costing {sc['false_hit_cost']:g} (pays above precision {sc['break_even_precision']:.0%})\n")
-    o.write(f"{'group':<26}{'cases':>6}  " + "".join(f"{h:<20}" for h in ("precision", "recall", "hit rate"))
-            + "saved/1k\n")
+    o.write(f"{'group':<22}{'should':>6}{'cases':>6}  " + "".join(f"{h:<20}" for h in ("precision", "recall",
+                                                                                     "hit rate")) + "saved/1k\n")
     f = out["figures"]
     rows = [("overall", f["overall"])] + [(k, v) for kind in ("by_category", "by_language", "by_category_language")
                                           for k, v in f[kind].items()]
     for name, row in rows:
+        # where a hit is right, and where any hit is a false one
+        cat = out["categories"].get(name.split("/")[0])
+        should = "" if cat is None else "hit" if cat["should_hit"] else "miss"
         for rule, label, n in (("rules", name, str(row["cases"])), ("similarity_only", "  similarity alone", "")):
-            o.write(f"{label:<26}{n:>6}  " + "".join(_cell(row[rule][m], m) for m in METRIC_ORDER) + "\n")
-
-
-METRIC_ORDER = ("precision", "recall", "hit_rate", "saved_per_1000")
+            cells = "".join(_cell(row[rule][m], m) for m in METRICS)
+            o.write(f"{label:<22}{should if n else '':>6}{n:>6}  {cells}".rstrip() + "\n")
+    if sc["cost_per_call"] is not None:
+        money = f["overall"]["rules"]["money_saved_per_1000"]
+        o.write(f"at {sc['cost_per_call']:g} per call, the rules save {_cell(money, 'money').strip()} "
+                f"per 1,000 lookups\n")
 
 
 def _cell(fig: dict[str, float | None], metric: str) -> str:
     """`0.92 [0.85–0.98]`, or `-` when the figure is undefined (no hits: no precision)."""
     if fig["value"] is None:
         return f"{'-':<20}"
-    fmt = "{:+.0f}" if metric == "saved_per_1000" else "{:.2f}"
+    fmt = {"saved_per_1000": "{:+.0f}", "money": "{:+.2f}"}.get(metric, "{:.2f}")
     span = "" if fig["low"] is None else f" [{fmt.format(fig['low'])}–{fmt.format(fig['high'])}]"
     return f"{fmt.format(fig['value']) + span:<20}"
