@@ -2,9 +2,10 @@
 
 `common_options` adds the assembly options (template, tokenizer, budget, truncation, injection,
 variables, output) to a command; `build_assembler` turns them into an Assembler. The checkers
-below (`at_least`, `port`, `mebibytes`, `fraction`, `folder`, `thresholds`) are the only place an
-option value is judged: each raises one WorkbenchError naming the option, so every command words
-the same mistake the same way (the runner prints it as one `error:` line, exit 2).
+below (`at_least`, `port`, `mebibytes`, `non_negative`, `fraction`, `folder`, `thresholds`) are
+the only place an option value is judged: each raises one WorkbenchError naming the option, so
+every command words the same mistake the same way (the runner prints it as one `error:` line,
+exit 2).
 """
 
 from __future__ import annotations
@@ -141,6 +142,12 @@ def mebibytes(value: float, flag: str, *, zero: bool) -> int:
         span = "from 0 to under 1 TiB" if zero else "more than 0 and under 1 TiB"
         raise WorkbenchError(f"{flag} must be {span}, got {value}")
     return int(value * 2**20)
+
+
+def non_negative(value: float | None, flag: str) -> None:
+    """A price or a cost: None means the option was not given."""
+    if value is not None and not 0 <= value < float("inf"):   # also refuses nan
+        raise WorkbenchError(f"{flag} must be a number of at least 0, got {value}")
 
 
 def fraction(value: float, flag: str) -> None:

@@ -7,14 +7,24 @@ reversal and related-but-different should miss. For each pair, the cached contex
 the new context the query, represented exactly as the cache represents them (the window, the
 weights, the fingerprints), and decided by the same `decide` the cache uses.
 
+The figures are scored with the configured thresholds (the cache's own, or the ones given): a
+set is never scored with thresholds tuned on itself. Calibration is a separate, explicit step on
+another set (`calibrate_on`), and `apart` refuses a calibration set that shares cases, contents
+or scenarios with the scored one.
+
 Calibration, from the data (the seed's advice: never copy thresholds from papers): the high
 threshold starts at the 95th percentile of the negatives' similarities, so at most 5% of
 near-misses pass on similarity alone; pairs around it are searched for the most recall that
 keeps precision at or above `min_precision`. When none does, the report says so.
+
+Every figure (precision, recall, hit rate, saved calls) comes with a bootstrap interval, overall,
+per category, per language and per category and language, for the cache's rules and for
+similarity alone (bootstrap.py).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +36,7 @@ import numpy as np
 
 from .. import strict_json
 from ..errors import WorkbenchError
+from .bootstrap import LEVEL, RESAMPLES, SEED, Costs, intervals, scenario
 from .cache import Judgement, SemanticCache, Thresholds, decide, judge
 from .fingerprint import Fingerprint
 
@@ -214,28 +225,122 @@ def sweep_figure(rows: Sequence[dict], chosen: Thresholds) -> dict[str, Any]:
         "shapes": [{"type": "line", "x0": chosen.high, "x1": chosen.high, "y0": 0, "y1": 1, "line": {"dash": "dash"}}]}}
 
 
+# What the loader calls a case without an id: it names a line, not a case, so two files' "line-3"
+# are not the same case (their contents are compared instead).
+LINE_ID = re.compile(r"line-\d+")
+
+
+def _content(case: Case) -> tuple[str, ...]:
+    """A pair's text, order-free and spacing-free: the same two contexts, swapped or re-spaced, are
+    the same pair to calibrate on."""
+    def flat(msgs: Sequence[dict]) -> str:
+        return "\n".join(f"{m.get('role')}: {' '.join(str(m.get('content', '')).split())}" for m in msgs)
+    return tuple(sorted((flat(case.context), flat(case.cached_context))))
+
+
+def shared(dev: Sequence[Case], test: Sequence[Case]) -> list[str]:
+    """How a calibration set overlaps the scored set, one line per kind (empty: apart). Ids the
+    files gave, contents, and scenarios: cases of one scenario vary one conversation, so
+    thresholds tuned on some of them flatter the others."""
+    given = [{c.id for c in cases if not LINE_ID.fullmatch(c.id)} for cases in (dev, test)]
+    scenes = [{scenario(i) for i in ids if "/" in i} for ids in given]
+    texts = [{_content(c) for c in cases} for cases in (dev, test)]
+    out = []
+    for kind, (a, b) in (("case ids", given), ("scenarios", scenes), ("texts", texts)):
+        if both := a & b:
+            # a few ids to find them by; never the texts, which would show the scored set's cases
+            sample = f" ({', '.join(sorted(x for x in both if isinstance(x, str))[:3])})" if kind != "texts" else ""
+            out.append(f"{len(both)} {kind}{sample}")
+    return out
+
+
+def apart(dev: Sequence[Case], test: Sequence[Case]) -> None:
+    """Refuse to calibrate on cases that are then scored: the figures would be tuned on the test set."""
+    if overlap := shared(dev, test):
+        raise WorkbenchError(f"the calibration set and the scored set share {'; '.join(overlap)}: the "
+                             f"figures would be tuned on the cases they score",
+                             hint="calibrate on a set apart from --dataset, e.g. --calibrate-on eval "
+                                  "or heldout-dev for --dataset heldout-test")
+
+
+def _groups(cases: Sequence[Case]) -> dict[str, dict[str, list[int]]]:
+    """Case positions per group: overall, per category, per language, per category and language."""
+    out: dict[str, dict[str, list[int]]] = {"overall": {"all": list(range(len(cases)))}, "by_category": {},
+                                            "by_language": {}, "by_category_language": {}}
+    order = {k: i for i, k in enumerate(CATEGORIES)}
+    for i, c in sorted(enumerate(cases), key=lambda ic: (order.get(ic[1].category, len(order)), ic[1].category,
+                                                          ic[1].lang)):
+        out["by_category"].setdefault(c.category, []).append(i)
+        out["by_category_language"].setdefault(f"{c.category}/{c.lang}", []).append(i)
+    for i, c in sorted(enumerate(cases), key=lambda ic: ic[1].lang):
+        out["by_language"].setdefault(c.lang, []).append(i)
+    return out
+
+
+def figures(scored: Sequence[Scored], th: Thresholds, costs: Costs) -> dict[str, Any]:
+    """Every group's figures with their intervals, for the cache's rules and for similarity alone
+    (a hit iff similarity >= high: what GPTCache and RedisVL do), side by side."""
+    rules = np.array([decide(s.similarity, s.judgement, th)[0] for s in scored], dtype=bool)
+    alone = np.array([s.similarity >= th.high for s in scored], dtype=bool)
+    should = np.array([s.case.should_hit for s in scored], dtype=bool)
+    ids = [s.case.id for s in scored]
+    out: dict[str, Any] = {}
+    for kind, groups in _groups([s.case for s in scored]).items():
+        out[kind] = {}
+        for name, at in groups.items():
+            got = intervals({"rules": rules[at], "similarity_only": alone[at]}, should[at], [ids[i] for i in at], costs)
+            out[kind][name] = {"cases": len(at), "scenarios": len({scenario(ids[i]) for i in at}), **got}
+    out["overall"] = out["overall"]["all"]
+    return out
+
+
+def _calibration(cache: SemanticCache, dev: Sequence[Case], test: Sequence[Case],
+                 min_precision: float) -> tuple[Thresholds, dict[str, Any]]:
+    """Thresholds calibrated on `dev` (refused when it overlaps `test`), and how they did there."""
+    apart(dev, test)
+    scored, _ = score(dev, cache)
+    th, met = calibrate(scored, min_precision)
+    on_dev = report(scored, th)["overall"]
+    return th, {"precision_target_met": met, "calibrated_on": {
+        "cases": len(dev), "precision": on_dev["precision"], "recall": on_dev["recall"]}}
+
+
+DEFAULT_COSTS = Costs()
+
+
 def evaluate(cache: SemanticCache, cases: Sequence[Case], thresholds: Thresholds | None = None,
-             min_precision: float = 0.95) -> dict[str, Any]:
-    scored, embed_ms = score(cases, cache)
-    met = None
-    if thresholds is None:
-        th, met = calibrate(scored, min_precision)
+             min_precision: float = 0.95, *, calibrate_on: Sequence[Case] | None = None,
+             costs: Costs = DEFAULT_COSTS) -> dict[str, Any]:
+    """The report on `cases`, with the thresholds given, else calibrated on `calibrate_on` (a set
+    apart), else the cache's own."""
+    if thresholds is not None and calibrate_on is not None:
+        raise WorkbenchError("give thresholds or a calibration set, not both",
+                             hint="--thresholds fixes them; --calibrate-on DEV finds them on DEV")
+    calibration: dict[str, Any] = {"precision_target_met": None, "calibrated_on": None}
+    if calibrate_on is not None:
+        th, calibration = _calibration(cache, calibrate_on, cases, min_precision)
     else:
-        th = thresholds
+        th = thresholds if thresholds is not None else cache.thresholds
+    scored, embed_ms = score(cases, cache)
     neg = [s.similarity for s in scored if not s.case.should_hit]
     pos = [s.similarity for s in scored if s.case.should_hit]
-    rows = sweep(scored)
+    source = "calibrated" if calibrate_on is not None else "given" if thresholds is not None else "configured"
     return {"embedder": cache.embedder.name, "window": cache.window, "cases": len(cases),
             "languages": sorted({c.lang for c in cases}),
-            "thresholds": {"high": th.high, "low": th.low, "calibrated": thresholds is None,
-                           "min_precision": min_precision, "precision_target_met": met,
+            "thresholds": {"high": th.high, "low": th.low, "calibrated": calibrate_on is not None, "source": source,
+                           "min_precision": min_precision, **calibration,
                            "negatives_p95": round(float(np.percentile(neg, 95)), 4) if neg else None,
                            "positives_median": round(float(np.median(pos)), 4) if pos else None},
             **report(scored, th),
             "by_language": {lang: report([s for s in scored if s.case.lang == lang], th)["overall"]
                             for lang in sorted({c.lang for c in cases})},
             "similarity_only_at_high": report(scored, th, fingerprints=False)["overall"],
-            "sweep": rows, "embed_ms_per_context": round(embed_ms, 3)}
+            "figures": figures(scored, th, costs),
+            "saved_cost": {"false_hit_cost": costs.false_hit, "cost_per_call": costs.per_call,
+                           "break_even_precision": round(costs.break_even_precision, 4),
+                           "per": "1000 lookups like the scored set's (each with a near neighbour)"},
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": LEVEL, "unit": "scenario"},
+            "sweep": sweep(scored), "embed_ms_per_context": round(embed_ms, 3)}
 
 
 def make_cache(embedder: str | None, window: int) -> SemanticCache:
