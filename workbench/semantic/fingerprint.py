@@ -58,12 +58,11 @@ ASPECTS: dict[str, re.Pattern[str]] = {
                        r"收费|运费|花费|几块钱", re.I),
     "amount": re.compile(r"\bhow (?:much|many)\b|几个|几天|几次|几张|几台|多少(?!钱)|有几", re.I),
     "reason": re.compile(r"\bwhy\b|\bhow come\b|为什么|为啥|怎么会", re.I),
-    "choice": re.compile(r"\bwhich\b|哪个|哪种|哪些|哪一|哪款|哪家", re.I),
     # a yes-or-no question ("does turning it off void the warranty?", "押金能全部退回来吗？") asks whether,
     # not how; "can I ...?", "is there a way to ...?" and "有没有办法" ask how
     "whether": re.compile(r"^\s*(?:(?:and|so|but|also|ok|okay|then),?\s+)?"
-                          r"(?:does|do(?!\s+(?:i|we|you)\s+(?:turn|set|get|make))|is(?!\s+there\s+a\s+way)(?!\s+it\s+possible)|are|will|would|did|has|have|was|were|"
-                          r"should|must)\b|(?<!有没有)(?<!怎么)(?<!如何)[^怎如哪何谁几]{2,}[吗么][？?]?\s*$|是不是|会不会|是否|能否|"
+                          r"(?:does|do(?!\s+(?:i|we|you)\s+(?:turn|set|get|make))|is(?!\s+it\s+(?:still\s+)?(?:possible|too\s+late|ok))(?!\s+there\s+a\s+way)(?!\s+it\s+possible)|are|will|would|did|has|have|was|were|"
+                          r"should|must)\b|(?<!有没有)(?<!怎么)(?<!如何)[^怎如哪何谁几能以行]{2,}[吗么][？?]?\s*$|是不是|会不会|是否|能否|"
                           r"有没有(?!办法|方法)", re.I),
 }
 _SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\s+[—–]+\s+|\s+-{1,2}\s+|(?<=[—–])|"
@@ -206,8 +205,10 @@ ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
                 "update": "update or change something", "compare": "compare things", "fix": "fix a problem",
                 "price": "know a price", "explain": "have something explained", "howto": "know how to do something"}
 ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
-              "amount": "how much or how many", "reason": "why", "choice": "which one",
+              "amount": "how much or how many", "reason": "why",
               "whether": "whether (yes or no)"}
+# "can I ...?", "is it still possible to ...?", "能改吗？" ask whether something can be done: how to do it
+_HOW = re.compile(r"\bhow\b|怎么|如何|怎样", re.I)
 
 
 def _does(action: str) -> str:
@@ -279,6 +280,8 @@ def asks_of(text: str) -> frozenset[str]:
     kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
     if "place" in kinds and PROCEDURAL_WHERE.search(asked):
         kinds.discard("place")
+    if "whether" in kinds and _HOW.search(asked):   # "does it have a dark mode? how do I switch it on?"
+        kinds.discard("whether")
     if kinds & {"cost", "time"}:          # "how much does it cost", "how many days does it take"
         kinds.discard("amount")
     return frozenset(kinds)
