@@ -52,6 +52,7 @@ MIN_COVERAGE = 0.2
 # "团课"), so the share is counted in characters.
 MIN_COVERAGE_CJK = 0.7        # counted in characters (compare.unit_coverage): rewordings keep them
 MIN_REVERSE = 0.0
+CONFIRM_FLOOR = 0.4
 SHARED = "*"
 DEFAULT_TTL_S = 24 * 3600.0
 SHORT_TTL_S = 300.0
@@ -235,7 +236,8 @@ def judge(query: Fingerprint, entry: Fingerprint,
         contained = (not gone and query.asks == entry.asks
                      and len({query.action, entry.action} - WEAK_ACTIONS) <= 1)
     cjk = texts is not None and any(CJK.search(t[0]) for t in texts)
-    return Judgement(tuple(veto), contained, query.agrees(entry), cover, tuple(query.differences(entry)), cjk,
+    whole = ("", "") if texts is None else (" ".join(texts[0]), " ".join(texts[1]))
+    return Judgement(tuple(veto), contained, query.agrees(entry, whole), cover, tuple(query.differences(entry)), cjk,
                      reverse)
 
 
@@ -245,6 +247,9 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     cached request or the fingerprints agree. Shared by lookups and the evaluation harness, so both
     decide alike."""
     th, s = thresholds, similarity
+    if th.low > s >= CONFIRM_FLOOR and not j.vetoes and j.contained and j.agrees:
+        return _served(f"a near miss (similarity {s:.3f}, under the low threshold {th.low}), confirmed: the new "
+                       f"context names everything the cached request asks, and the fingerprints agree", state)
     if s < th.low:
         return False, False, (f"not reused: the questions are too far apart (similarity {s:.3f}, under the low "
                               f"threshold {th.low})")
@@ -262,6 +267,10 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
         differ = '; '.join(j.differences) or 'they name too few of the same things'
         return False, False, (f"not reused: similar (similarity {s:.3f}, between {th.low} and {th.high}), but the "
                               f"fingerprints differ: {differ}")
+    return _served(why, state)
+
+
+def _served(why: str, state: str) -> tuple[bool, bool, str]:
     if state == "suspect":
         return False, True, (f"shadow: {why}; but the entry is suspect, so a fresh answer is made and compared "
                              f"with it")

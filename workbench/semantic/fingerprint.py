@@ -32,7 +32,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "migrate": ("migrate", "move", "transfer", "port", "迁移", "搬迁", "转移"),
     "deploy": ("deploy", "release", "ship", "roll out", "publish", "部署", "上线", "发布"),
     "update": ("update", "upgrade", "change", "modify", "edit", "rename", "更新", "升级", "修改", "更改", "改成"),
-    "compare": ("compare", "difference", " vs ", "versus", "better", "比较", "区别", "对比", "哪个好"),
+    "compare": ("compare", "difference", " vs ", "versus", "better", "比较一下", "相比", "区别", "对比", "哪个好"),
     "fix": ("fix", "debug", "fails", "failing", "broken", "crash", "修复", "报错", "出错", "失败", "解决"),
     "price": ("price", "cost", "how much", "pricing", "价格", "多少钱", "费用", "收费"),
     "explain": ("explain", "what is", "what's", "why", "meaning", "解释", "是什么", "为什么", "什么意思"),
@@ -108,7 +108,7 @@ CURRENCY = {"$": "dollar", "€": "euro", "£": "pound", "¥": "yuan"}
 FILLER = {"of", "to", "the", "a", "an", "more", "concurrent", "new", "extra", "additional", "different", "separate",
           "parallel", "other", "big", "small", "large", "in", "on", "at", "for", "per", "and", "or", "with",
           "simultaneous", "identical", "same"}
-IDENT = re.compile(r"`([^`]+)`|\"([^\"]{1,60})\"|'([^']{2,60})'|"
+IDENT = re.compile(r"`([^`]+)`|\"([^\"]{1,60})\"|(?<!\w)'([^']{2,60})'(?!\w)|"
                    r"\b([A-Za-z_][A-Za-z0-9]*(?:[_./:-][A-Za-z0-9]+)+)\b|\b([a-z]+[A-Z][A-Za-z0-9]+)\b|"
                    r"\b(v?\d+(?:\.\d+){1,3})\b")
 OPTION = re.compile(r"(?:\b(?i:option|plan|feature|mode|method|approach|service|server|region|tier)\s+"
@@ -130,10 +130,12 @@ class Fingerprint:
     correction: bool
     asks: frozenset[str] = frozenset()  # what kind of answer: place, time, person, cost, amount, reason
 
-    def agrees(self, other: "Fingerprint") -> bool:
+    def agrees(self, other: "Fingerprint", texts: tuple[str, str] = ("", "")) -> bool:
         """Same request: no veto, the same action (or one names none), the same kind of answer, and
         names and identifiers that overlap by at least a third when both have some (paraphrases
-        drop or add incidental ones)."""
+        drop or add incidental ones), or every name of the cached request mentioned somewhere in the
+        new context ("csv" in "users.csv", "Power BI" said two turns ago). `texts`: the whole new and
+        cached contexts."""
         if self.vetoes(other):
             return False
         # "how do I" and "what is" are question forms, not intents: they agree with any action
@@ -142,7 +144,10 @@ class Fingerprint:
             return False
         a = {e for e in self.entities if not e[:1].isdigit()}
         b = {e for e in other.entities if not e[:1].isdigit()}
-        return not (a and b and len(a & b) / len(a | b) < 1 / 3)
+        if not (a and b) or len(a & b) / len(a | b) >= 1 / 3:
+            return True
+        mine = texts[0].lower()         # every name of the cached request, somewhere in the new context
+        return bool(mine) and all(e.lstrip("#").lower() in mine for e in b)
 
     def vetoes(self, other: "Fingerprint") -> list[str]:
         """Differences that forbid a hit at any similarity: a flipped negation ("turn A on" / "do not
