@@ -267,6 +267,39 @@ def _same(a: str, b: str) -> bool:
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
+# --- the same thing, another kind of it ----------------------------------------------------------------
+# "子女教育专项附加扣除" / "赡养老人专项附加扣除", "七天无理由退货" / "质量问题退货": the head (three
+# characters or more) is the same, the two characters before it are not, share no character, and the
+# cached ones are nowhere in the new context. A paraphrase rewords around the thing; it does not swap
+# what kind of thing it is. Chinese only: in English the same test caught synonyms ("company VPN" /
+# "corporate VPN", "bigleaf" / "mophead" hydrangeas) as often as swaps.
+_ZH_MOD = re.compile(r"[\u4e00-\u9fff]{2}$")
+# characters that glue a phrase together or ask, never a modifier
+_GLUE = frozenset("的了吗呢吧啊呀和与或在是就都也还要想能可会把给被让这那个我你他她它们有没说怎么如何")
+
+
+def modifier_swaps(query_current: str, query_window: str, entry_current: str) -> list[str]:
+    """(cached "m h", new "m' h") pairs in Chinese text: see above."""
+    new = f"{query_current}\n{query_window}"
+    out = []
+    for run in re.findall(r"[\u4e00-\u9fff]{5,}", question(entry_current)):
+        for cut in range(2, len(run) - 2):
+            mod = run[cut - 2:cut]
+            heads = [run[cut:cut + n] for n in (5, 4, 3) if cut + n <= len(run) and run[cut:cut + n] in new]
+            if not heads or any(c in _GLUE for c in mod) or mod in new:
+                continue
+            head = heads[0]
+            other = next((m.group(0) for at in _starts(new, head)
+                          if (m := _ZH_MOD.search(new[max(0, at - 2):at]))), None)
+            if other and not any(c in _GLUE for c in other) and not set(other) & set(mod):
+                out.append(f"{mod}{head} / {other}{head}")
+    return sorted(set(out))
+
+
+def _starts(text: str, part: str) -> list[int]:
+    return [m.start() for m in re.finditer(re.escape(part), text)]
+
+
 def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     """Everything laid side by side that forbids a hit: (current, window) of each context."""
     (qc, qw), (ec, ew) = query, entry
@@ -282,6 +315,9 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     opposite = reversals(qc, ec)
     if opposite:
         out.append(f"they ask for opposite things ({', '.join(o.replace(' vs ', ' and ') for o in opposite[:3])})")
+    swaps = modifier_swaps(qc, qw, ec)
+    if swaps:
+        out.append(f"the same thing, another kind of it: {', '.join(swaps[:3])}")
     if direction_reversed(qc, ec):
         out.append("they name the same things in the other order (from one to the other, and back)")
     return out
