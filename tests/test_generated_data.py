@@ -40,6 +40,7 @@ def _assert_same_bytes(written: Path, committed: Path) -> None:
 @pytest.mark.parametrize("script, committed", [
     ("make_semantic_eval.py", "workbench/semantic/data/eval.jsonl"),
     ("make_semantic_heldout.py", "workbench/semantic/data/heldout.jsonl"),
+    ("make_semantic_dev2.py", "workbench/semantic/data/dev2.jsonl"),
 ])
 def test_semantic_set_is_its_source_expanded(tmp_path: Path, script: str, committed: str) -> None:
     out = tmp_path / Path(committed).name

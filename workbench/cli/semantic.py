@@ -21,7 +21,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ss = s.add_subparsers(dest="semantic_command", required=True)
     e = ss.add_parser("eval", help="evaluate on labelled pairs: per-category hit rate and precision, threshold sweep")
     e.add_argument("--dataset", metavar="FILE", default=None,
-                   help="JSON lines, or a shipped set: eval (the default), heldout, heldout-dev, heldout-test")
+                   help="JSON lines, or a shipped set: eval (the default), heldout, heldout-dev, heldout-test, dev2")
     e.add_argument("--window", type=int, default=5, help="recent turns embedded with the current one (default 5)")
     e.add_argument("--thresholds", metavar="HIGH,LOW", default=None,
                    help="score with these thresholds (default: the cache's own for the embedder)")
