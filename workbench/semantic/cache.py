@@ -52,6 +52,7 @@ MIN_COVERAGE = 0.2
 # "团课"), so the share is counted in characters.
 MIN_COVERAGE_CJK = 0.7        # counted in characters (compare.unit_coverage): rewordings keep them
 MIN_REVERSE = 0.0
+MIN_REVERSE_CONTAINED = 0.0
 CONFIRM_FLOOR = 0.4
 SHARED = "*"
 DEFAULT_TTL_S = 24 * 3600.0
@@ -257,7 +258,7 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
         return False, False, f"not reused: close (similarity {s:.3f}), but {'; '.join(j.vetoes)}"
     if s >= th.high:
         why = f"the questions are nearly the same (similarity {s:.3f}, at or over the high threshold {th.high})"
-    elif j.contained:
+    elif j.contained and j.reverse >= MIN_REVERSE_CONTAINED:
         why = (f"similar (similarity {s:.3f}, over the low threshold {th.low}), and the new question names "
                f"everything the cached request asks (added background or a repeat)")
     elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE) and j.reverse >= MIN_REVERSE:

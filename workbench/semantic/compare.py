@@ -171,7 +171,10 @@ OPPOSITES_EN = (("add", "remove"), ("add", "delete"), ("install", "uninstall"), 
                 ("activate", "deactivate"), ("enable", "disable"), ("start", "stop"), ("raise", "lower"),
                 ("expand", "collapse"), ("attach", "detach"), ("grant", "revoke"), ("archive", "restore"),
                 ("lock", "unlock"), ("extend", "shorten"), ("merge", "split"), ("compress", "decompress"),
-                ("before", "after"))
+                ("before", "after"), ("remove", "restore"), ("delete", "restore"), ("erase", "restore"),
+                ("delete", "recover"), ("remove", "bring back"), ("extend", "return"), ("renew", "return"),
+                ("apply", "cancel"), ("send", "delete"), ("set up", "take off"), ("reset", "restore"),
+                ("pick up", "drop off"), ("subscribe", "unsubscribe"), ("pause", "resume"))
 OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加", "去掉"), ("加", "移除"), ("增加", "减少"),
                 ("打开", "关闭"), ("开启", "关闭"), ("打开", "关掉"), ("开启", "关掉"), ("启用", "禁用"),
                 ("开通", "取消"), ("开通", "关闭"), ("升级", "降级"), ("上传", "下载"), ("导入", "导出"),
@@ -179,7 +182,9 @@ OPPOSITES_ZH = (("添加", "删"), ("添加", "去掉"), ("加", "删"), ("加",
                 ("安装", "卸载"), ("上线", "下线"), ("部署", "下线"), ("订阅", "退订"), ("绑定", "解绑"),
                 ("压缩", "解压"), ("加密", "解密"), ("合并", "拆分"), ("延长", "缩短"), ("提前", "推迟"),
                 ("办卡", "退卡"), ("开户", "销户"), ("注册", "注销"), ("之前", "之后"), ("以前", "以后"),
-                ("打", "去掉"), ("买", "卖"))
+                ("打", "去掉"), ("买", "卖"), ("恢复", "删除"), ("恢复", "消除"), ("恢复", "擦掉"), ("恢复", "清除"),
+                ("取件", "寄件"), ("取出", "放进"), ("续借", "归还"), ("续借", "还书"), ("报名", "缓学"),
+                ("报名", "退出"))
 _NEG_PREFIX = ("un", "dis", "de")
 
 
@@ -300,6 +305,25 @@ def _starts(text: str, part: str) -> list[int]:
     return [m.start() for m in re.finditer(re.escape(part), text)]
 
 
+# --- "not X, it's Y" ------------------------------------------------------------------------------
+# A user who says which thing they do NOT mean ("我们家的不是海尔的，是小天鹅", "not the Haier one, a
+# Little Swan") rules out a cached answer about that thing, even though the new context names it.
+_NOT_EN = re.compile(r"\b(?:not|isn't|isn’t|wasn't|aren't)\s+(?:a|an|the|my|our)?\s*([\w.-]+(?:\s+[\w.-]+)?)\s*"
+                     r"(?:one\s*)?[,;—-]+\s*(?:it's|it is|but|rather|a|an|the|just)\b", re.I)
+_NOT_ZH = re.compile(r"(?:不是|并非|而不是)\s*([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:的|那个|那台|这个)?\s*[，,、；;]\s*(?:是|而是|用的是|我们是)")
+
+
+def ruled_out(query_current: str, query_window: str, entry_current: str) -> list[str]:
+    """What the new context says it does not mean, that the cached request asks about."""
+    new = f"{query_current}\n{query_window}"
+    cached = question(entry_current)
+    said = [m.group(1) for rx in (_NOT_EN, _NOT_ZH) for m in rx.finditer(new)]
+    low = cached.lower()
+    out = {w for x in said if not CJK.search(x) for w in x.lower().split()
+           if len(w) >= 3 and w not in FUNCTION_WORDS and re.search(rf"\b{re.escape(w)}\b", low)}
+    return sorted(out | {x for x in said if CJK.search(x) and len(x) >= 2 and x[:2] in cached})
+
+
 def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     """Everything laid side by side that forbids a hit: (current, window) of each context."""
     (qc, qw), (ec, ew) = query, entry
@@ -315,6 +339,9 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     opposite = reversals(qc, ec)
     if opposite:
         out.append(f"they ask for opposite things ({', '.join(o.replace(' vs ', ' and ') for o in opposite[:3])})")
+    excluded = ruled_out(qc, qw, ec)
+    if excluded:
+        out.append(f"the new conversation says it is not about {', '.join(f'“{w}”' for w in excluded[:3])}")
     swaps = modifier_swaps(qc, qw, ec)
     if swaps:
         out.append(f"the same thing, another kind of it: {', '.join(swaps[:3])}")

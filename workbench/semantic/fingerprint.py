@@ -41,6 +41,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 # Negation that governs a request ("don't enable", "never", "stop"), not every "not" or "without"
 # ("rotate without downtime" asks for the same thing as "zero-downtime rotation").
 WEAK_ACTIONS = {"", "howto", "explain"}
+STRICT_ACTIONS = True
 CJK = re.compile(r"[\u4e00-\u9fff]")
 OPPOSITE_ACTIONS = ({"enable", "disable"}, {"create", "delete"})
 # What kind of answer a question wants. Two questions after different kinds ("where are the deploy
@@ -58,6 +59,9 @@ ASPECTS: dict[str, re.Pattern[str]] = {
                        r"收费|运费|花费|几块钱", re.I),
     "amount": re.compile(r"\bhow (?:much|many)\b|几个|几天|几次|几张|几台|多少(?!钱)|有几", re.I),
     "reason": re.compile(r"\bwhy\b|\bhow come\b|为什么|为啥|怎么会", re.I),
+    # what follows from something ("what happens when the hour runs out?", "余额不够扣会怎么样？")
+    "consequence": re.compile(r"\bwhat (?:happens|will happen|would happen)\b|\bwhat if\b|会怎么样|会怎样|会有什么|"
+                              r"有什么(?:后果|影响)|影响大吗", re.I),
     # a yes-or-no question ("does turning it off void the warranty?", "押金能全部退回来吗？") asks whether,
     # not how; "can I ...?", "is there a way to ...?" and "有没有办法" ask how
     "whether": re.compile(r"^\s*(?:(?:and|so|but|also|ok|okay|then),?\s+)?"
@@ -80,7 +84,7 @@ _ZH_NUM = re.compile(r"((?:[二两三四五六七八九]|[一二三四五六七�
 NEGATION_EN = re.compile(r"(?<![\w/-])(?:don't|do not|dont|never|stop|no longer|shouldn't|should not|mustn't|must not|"
                          r"avoid|refrain from|prevent)(?![\w/-])", re.I)
 NEGATION_ZH = re.compile(r"不要|(?<![级区特类分差个告识性辨鉴派告])别(?![人的])|"
-                         r"不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让")
+                         r"不用|无需|不需要|禁止|不想|勿|停止|取消|不再|不许|不准|不让|解除")
 # A correction changes what the conversation has established: "No, ...", "that's wrong", "I meant",
 # "use B instead", "scratch that", "算了", "改用", "我是说". Kept narrow: a false positive only costs
 # the session's cache, but "instead" or "不是" alone are far too common to count.
@@ -140,7 +144,7 @@ class Fingerprint:
             return False
         # "how do I" and "what is" are question forms, not intents: they agree with any action
         strong = {self.action, other.action} - WEAK_ACTIONS
-        if len(strong) > 1:
+        if len(strong) > 1 or (STRICT_ACTIONS and len(strong) == 1 and self.action != other.action):
             return False
         a = {e for e in self.entities if not e[:1].isdigit()}
         b = {e for e in other.entities if not e[:1].isdigit()}
@@ -211,7 +215,7 @@ ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
                 "price": "know a price", "explain": "have something explained", "howto": "know how to do something"}
 ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
               "amount": "how much or how many", "reason": "why",
-              "whether": "whether (yes or no)"}
+              "whether": "whether (yes or no)", "consequence": "what follows"}
 # "can I ...?", "is it still possible to ...?", "能改吗？" ask whether something can be done: how to do it
 _HOW = re.compile(r"\bhow\b|怎么|如何|怎样", re.I)
 
