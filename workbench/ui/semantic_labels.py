@@ -13,8 +13,10 @@ file in the shipped evaluation format, so `workbench semantic eval --dataset FIL
   between a read and the rename.
 - A pair's id is a digest of its two contexts: labelling the same pair again replaces its line.
 - Text is data: it is written as JSON strings, with the characters `str.splitlines` (and so the
-  dataset reader) would break a line at escaped, and lone surrogates escaped, so a message holding
-  control tokens, newlines or U+2028 stays one line and reads back unchanged.
+  dataset reader) would break a line at escaped, so a message holding control tokens, newlines or
+  U+2028 stays one line and reads back unchanged. A lone surrogate (which a session file's JSON can
+  hold) becomes U+FFFD: the dataset reader refuses such text, and one such line would make the
+  whole file unreadable.
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ USER_CATEGORY = "user"          # a label given no category; a shipped category 
 # only in its direction (a paraphrase should hit), so that the per-category figures keep their meaning
 # Han characters (with the extensions and compatibility block): a pair holding any is Chinese.
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
-# What str.splitlines breaks at that JSON leaves raw (it escapes the rest, below U+0020), and lone
-# surrogates (not encodable as UTF-8): escaped as \\uXXXX.
-_UNSAFE = re.compile("[\x85\u2028\u2029\ud800-\udfff]")
+# What str.splitlines breaks at that JSON leaves raw (it escapes the rest, below U+0020): escaped as \\uXXXX.
+_UNSAFE = re.compile("[\x85\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LOCK = threading.Lock()
 
 
@@ -77,7 +79,8 @@ def _text(m: dict) -> str:
 
 def _clean(context: Sequence[dict], what: str) -> list[dict]:
     """The messages as the dataset holds them: role and text content only; ends with a user message."""
-    msgs = [{"role": str(m.get("role")), "content": _text(m)} for m in context if isinstance(m, dict)]
+    msgs = [{"role": str(m.get("role")), "content": _SURROGATE.sub("\ufffd", _text(m))}
+            for m in context if isinstance(m, dict)]
     if not msgs or msgs[-1]["role"] != "user":
         raise WorkbenchError(f"a label's {what} must end with a user message")
     return msgs
