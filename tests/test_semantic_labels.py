@@ -97,7 +97,8 @@ def test_categories_language_and_bad_labels() -> None:
     assert values == ["", *CATEGORIES]
     assert label_record(NEW, CACHED, True)["category"] == "user"
     assert label_record(NEW, CACHED, True, "")["category"] == "user"
-    with pytest.raises(WorkbenchError, match="paraphrase pair should hit, but this label says it should not"):
+    with pytest.raises(WorkbenchError, match="“paraphrase” is a category of pairs that should hit, but this label "
+                                             "says the pair should not"):
         label_record(NEW, CACHED, False, "paraphrase")
     with pytest.raises(WorkbenchError, match="unknown category"):
         label_record(NEW, CACHED, True, "../../etc/passwd")
@@ -218,9 +219,9 @@ def test_a_pair_that_is_gone_is_refused_with_a_message(tmp_path: Path) -> None:
     decision, _, pairs = looked_up(state, controller)
     entry = str(decision.nearest[0].entry_id)
     for forged in ("12345", "../../x", None, "9" * 5000, ["1"]):
-        with pytest.raises(WorkbenchError, match="not one of this lookup's"):
+        with pytest.raises(WorkbenchError, match="not among this lookup"):
             controller.label_semantic(pairs, forged, True)
-    with pytest.raises(WorkbenchError, match="should hit, but this label says"):
+    with pytest.raises(WorkbenchError, match="“coreference” is a category of pairs that should hit"):
         controller.label_semantic(pairs, entry, False, "coreference")
     state.select_turn(state.turn - 1)
     with pytest.raises(WorkbenchError, match="another turn is selected since the lookup of turn 9"):
@@ -256,3 +257,30 @@ def test_a_session_name_or_text_cannot_move_the_file(tmp_path: Path, monkeypatch
     cases = load_dataset(written[0])
     assert len(cases) == len(decision.nearest) >= 2
     assert any(m["content"] == IN_SESSION for c in cases for m in c.cached_context)
+
+
+def test_the_notebook_shows_the_same_panel_and_labels_into_workbench_home(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook's Semantic tab, driven as its buttons drive it (real ipywidgets, the default
+    embedder): the same HTML as the app's, the label bar, the file in WORKBENCH_HOME/sessions."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    from workbench.ui.notebook import Workbench
+    wb = Workbench(sample_sessions()["tool_agent.json"])
+    assert wb.semantic_label_row.layout.display == "none"          # nothing to label before a lookup
+    decision, cache = wb.semantic()
+    pairs = wb.controller.semantic_pairs(decision)
+    assert wb.semantic_out.value == semantic_html(decision, cache, pairs=pairs)
+    assert wb.semantic_label_row.layout.display is None
+    assert [v for _l, v in wb.semantic_pick.options] == [str(n.entry_id) for n in decision.nearest]
+    wb.semantic_pick.value = wb.semantic_pick.options[0][1]
+    wb.semantic_category.value = "paraphrase"
+    wb.semantic_hit.click()
+    assert "labelled: semantic_labels.jsonl" in wb.semantic_label_status.value
+    wb.semantic_miss.click()                                         # a paraphrase that should miss: refused
+    assert "not labelled: “paraphrase” is a category of pairs that should hit" in wb.semantic_label_status.value
+    added = wb.label_semantic(False, neighbour=2, category="entity_swap")
+    assert added is not None and added.path == (tmp_path / "sessions" / LABELS_FILE).resolve()
+    cases = load_dataset(added.path)
+    assert [(c.category, c.should_hit) for c in cases] == [("paraphrase", True), ("entity_swap", False)]
+    assert wb.label_semantic(True, neighbour=99) is None
+    assert "not among this lookup&#x27;s neighbours" in wb.semantic_label_status.value

@@ -488,7 +488,7 @@ class WorkbenchApp:
                                           css_classes=["wb-panels-status"])
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
                  ("Prefix diff", pn.Column(self.diff, self.fix_bar.layout, sizing_mode="stretch_width")), ("KV", kv),
-                 ("Semantic", pn.Column(self.semantic_run, self.semantic, semantic_labels,
+                 ("Semantic", pn.Column(self.semantic_run, semantic_labels, self.semantic,
                                         sizing_mode="stretch_width")),
                  ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
                  ("Diagnostics", self.diagnostics)]

@@ -346,7 +346,7 @@ class Workbench:
                                                                                           self.fix_bar.layout]),
                                W.VBox([W.HBox([self.kv_config, self.kv_run, self.kv_cancel]), self.kv_status, self.kv,
                                        self.kv_chart]),
-                               W.VBox([self.semantic_run, self.semantic_out, semantic_labels]),
+                               W.VBox([self.semantic_run, semantic_labels, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
                                        self.teach_body]),
                                compare_tab, self.run_tab.widget, self.diagnostics])

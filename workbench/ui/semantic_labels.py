@@ -103,9 +103,9 @@ def label_record(context: Sequence[dict], cached_context: Sequence[dict], should
                                  hint=f"one of {', '.join(CATEGORIES)}, or none")
         if SHOULD_HIT[cat] != bool(should_hit):
             fits = ", ".join(k for k in CATEGORIES if SHOULD_HIT[k] == bool(should_hit))
-            raise WorkbenchError(f"a {cat.replace('_', ' ')} pair {'should' if SHOULD_HIT[cat] else 'should not'} "
-                                 f"hit, but this label says it {'should' if should_hit else 'should not'}",
-                                 hint=f"choose {fits}, or no category")
+            raise WorkbenchError(f"“{cat.replace('_', ' ')}” is a category of pairs that should "
+                                 f"{'' if SHOULD_HIT[cat] else 'not '}hit, but this label says the pair should "
+                                 f"{'' if should_hit else 'not '}hit", hint=f"choose {fits}, or no category")
     ctx, cached = _clean(context, "context"), _clean(cached_context, "cached context")
     return {"context": ctx, "cached_context": cached, "category": cat, "should_hit": bool(should_hit),
             "lang": lang_of(ctx, cached), "id": pair_id(ctx, cached)}
@@ -128,7 +128,7 @@ def pair_label(pairs: "LookupPairs | None", entry: Any, should_hit: bool, catego
     except (TypeError, ValueError):
         found = None
     if found is None:
-        raise WorkbenchError("that neighbour is not one of this lookup's", hint=again)
+        raise WorkbenchError("that neighbour is not among this lookup's neighbours", hint=again)
     return label_record(pairs.messages, found.messages, should_hit, category)
 
 

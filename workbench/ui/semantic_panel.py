@@ -24,7 +24,8 @@ MESSAGE_CHARS = 200       # of a turn's message in the side-by-side table
 CSS = """<style>
 .wb-semantic-nb { margin: 10px 0 14px 0; padding: 4px 8px; border-left: 3px solid #d0d7de; }
 .wb-semantic-nb h4 { margin: 2px 0 4px 0; font-size: 13px; }
-.wb-semantic-fp td { text-align: left !important; vertical-align: top; max-width: 420px; }
+.wb-semantic-fp td, .wb-semantic-fp th { text-align: left !important; vertical-align: top; max-width: 420px; }
+.wb-semantic-nearest td:last-child, .wb-semantic-nearest th:last-child { text-align: left; }
 .wb-semantic-fp tr.wb-semantic-differs td { background: #fff4e5; }
 </style>"""
 
