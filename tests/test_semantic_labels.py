@@ -207,6 +207,7 @@ def test_the_tab_shows_each_neighbour_and_labels_a_pair_through_the_controller(t
     assert "labelled: semantic_labels.jsonl in the sessions folder now holds 1 label " in label_html(added)
     again = controller.label_semantic(pairs, options[1][1], True)
     assert again.replaced and again.count == 1 and "replaces this pair's earlier label" in label_html(again)
+    assert not any("semantic_labels" in key for key in files.options().values())   # not offered as a session
 
 
 def test_a_pair_that_is_gone_is_refused_with_a_message(tmp_path: Path) -> None:
