@@ -75,8 +75,8 @@ def test_look_up_see_each_neighbour_and_label_a_pair(page, home: Path) -> None: 
     expect(first.locator(".wb-semantic-why")).to_contain_text(re.compile(r"Reused|Not reused|shadow"))
 
     # label neighbour 2 as should miss, an entity swap
-    page.get_by_label("Label the pair: this turn and neighbour").select_option(index=1)
-    page.get_by_label("Category").select_option(label="entity swap (miss)")
+    page.get_by_label("Neighbour to label", exact=True).select_option(index=1)
+    page.get_by_label("Category of the label", exact=True).select_option(label="entity swap (miss)")
     page.get_by_role("button", name="Should not reuse (miss)").click()
     status = page.locator(".wb-semantic-label")
     expect(status).to_contain_text("labelled: semantic_labels.jsonl in the sessions folder now holds 1 label",
@@ -92,7 +92,7 @@ def test_look_up_see_each_neighbour_and_label_a_pair(page, home: Path) -> None: 
     page.get_by_role("button", name="Should reuse (hit)").click()
     expect(status).to_contain_text("not labelled: “entity swap” is a category of pairs that should not hit")
     # the same pair again, no category: its line replaced, not added
-    page.get_by_label("Category").select_option(index=0)
+    page.get_by_label("Category of the label", exact=True).select_option(index=0)
     page.get_by_role("button", name="Should reuse (hit)").click()
     expect(status).to_contain_text("replaces this pair's earlier label")
     wait_for(lambda: [r["should_hit"] for r in lines_of(labels)] == [True], FILE_S, "the replaced line")

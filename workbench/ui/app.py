@@ -788,9 +788,9 @@ class WorkbenchApp:
         miss, into the user's labels file in the sessions folder (semantic_labels.py)."""
         from .semantic_labels import category_options
         self._semantic_pairs: Any = None
-        self.semantic_pick = pn.widgets.Select(**{LABEL: "Label the pair: this turn and neighbour"}, options={},
+        self.semantic_pick = pn.widgets.Select(**{LABEL: "Neighbour to label"}, options={},
                                                width=300)
-        self.semantic_category = pn.widgets.Select(**{LABEL: "Category"}, options=dict(category_options()),
+        self.semantic_category = pn.widgets.Select(**{LABEL: "Category of the label"}, options=dict(category_options()),
                                                    width=230)
         self.semantic_hit = pn.widgets.Button(**{LABEL: "Should reuse (hit)"}, width=150, align="end",
                                               css_classes=["wb-label-hit"])

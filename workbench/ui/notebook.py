@@ -517,7 +517,7 @@ class Workbench:
         from .semantic_labels import category_options
         W = self._W
         self._semantic_pairs: Any = None
-        self.semantic_pick = W.Dropdown(description="Pair with", options=[], layout=W.Layout(width="auto"))
+        self.semantic_pick = W.Dropdown(description="Neighbour", options=[], layout=W.Layout(width="auto"))
         self.semantic_category = W.Dropdown(description="Category", options=category_options(),
                                             layout=W.Layout(width="auto"))
         self.semantic_hit = W.Button(description="Should reuse (hit)", layout=W.Layout(width="auto"))
