@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,31 @@ def test_a_line_that_does_not_parse_is_kept_and_writers_do_not_lose_labels(tmp_p
     lines = (tmp_path / LABELS_FILE).read_text("utf-8").splitlines()
     assert lines[0] == "my own note, not JSON" and len(lines) == 31
     assert len(labels.records()) == 30
+
+
+WRITER = """
+import sys
+from workbench.ui.files import ConfinedFolder
+from workbench.ui.semantic_labels import LabelsFile, label_record
+labels = LabelsFile(ConfinedFolder(sys.argv[1], "the sessions folder"))
+cached = [{"role": "user", "content": "how do I deploy billing?"}]
+for j in range(int(sys.argv[3])):
+    labels.add(label_record([{"role": "user", "content": f"question {sys.argv[2]}-{j}"}], cached, True))
+"""
+
+
+def test_writers_in_other_processes_lose_no_label(tmp_path: Path) -> None:
+    """Two processes labelling at once: the advisory lock on the folder keeps every label."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), name, "40"], env=env,
+                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    cases = load_dataset(tmp_path / LABELS_FILE)
+    assert sorted(c.context[-1]["content"] for c in cases) == sorted(
+        f"question {name}-{j}" for name in ("a", "b") for j in range(40))
 
 
 # --------------------------------------------------------------------------- the tab, state and controller
