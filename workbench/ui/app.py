@@ -58,7 +58,7 @@ from .fix_buttons import PanelFixBar
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, not_computed_html, prefix_diff_html
 from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
-from .semantic_panel import semantic_html
+from .semantic_panel import label_html, neighbour_options, semantic_html
 from .sharing import base_url, link, notebook_cell, open_text, share_text
 from .state import AUTO, NEEDS, Panels, WorkbenchState
 from .teaching import StepThrough
@@ -440,6 +440,7 @@ class WorkbenchApp:
         self.semantic_run = pn.widgets.Button(**{LABEL: "Look this turn up in a semantic cache of the earlier turns"},
                                               width=420)
         self.semantic = pn.pane.HTML(semantic_html(None), sizing_mode="stretch_width", stylesheets=[CSS])
+        semantic_labels = self._semantic_label_bar()
         self.teaching = TeachingPanel()
         self.run = RunPanel(self.controller)
         self.diagnostics = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
@@ -487,7 +488,8 @@ class WorkbenchApp:
                                           css_classes=["wb-panels-status"])
         pages = [("Tokens", self.view), ("Cache", pn.Column(self.cache, self.cache_chart)),
                  ("Prefix diff", pn.Column(self.diff, self.fix_bar.layout, sizing_mode="stretch_width")), ("KV", kv),
-                 ("Semantic", pn.Column(self.semantic_run, self.semantic, sizing_mode="stretch_width")),
+                 ("Semantic", pn.Column(self.semantic_run, semantic_labels, self.semantic,
+                                        sizing_mode="stretch_width")),
                  ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
                  ("Diagnostics", self.diagnostics)]
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
@@ -771,9 +773,44 @@ class WorkbenchApp:
 
         def done(result: Any, error: str) -> None:
             self.semantic_run.disabled = False
-            self.semantic.object = semantic_html(None, note=f"failed: {error}") if error else semantic_html(*result)
+            pairs = self._semantic_pairs = self.controller.semantic_pairs(result[0]) if result else None
+            self.semantic.object = semantic_html(None, note=f"failed: {error}") if error else \
+                semantic_html(*result, pairs=pairs)
+            options = dict(neighbour_options(result[0], pairs)) if result else {}
+            self.semantic_pick.param.update(options=options, value=next(iter(options.values()), None))
+            self.semantic_label_row.visible = bool(options)
+            self.semantic_label_status.object = ""
 
         self.controller.run_semantic(done)
+
+    def _semantic_label_bar(self) -> Any:
+        """Label a pair the Semantic tab shows (this turn and one neighbour) as should hit or should
+        miss, into the user's labels file in the sessions folder (semantic_labels.py)."""
+        from .semantic_labels import category_options
+        self._semantic_pairs: Any = None
+        self.semantic_pick = pn.widgets.Select(**{LABEL: "Neighbour to label"}, options={},
+                                               width=300)
+        self.semantic_category = pn.widgets.Select(**{LABEL: "Category of the label"}, options=dict(category_options()),
+                                                   width=230)
+        self.semantic_hit = pn.widgets.Button(**{LABEL: "Should reuse (hit)"}, width=150, align="end",
+                                              css_classes=["wb-label-hit"])
+        self.semantic_miss = pn.widgets.Button(**{LABEL: "Should not reuse (miss)"}, width=180, align="end",
+                                               css_classes=["wb-label-miss"])
+        self.semantic_label_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
+        self.semantic_hit.on_click(lambda _e: self._label_semantic(True))
+        self.semantic_miss.on_click(lambda _e: self._label_semantic(False))
+        self.semantic_label_row = pn.Row(self.semantic_pick, self.semantic_category, self.semantic_hit,
+                                         self.semantic_miss, visible=False)
+        return pn.Column(self.semantic_label_row, self.semantic_label_status, sizing_mode="stretch_width")
+
+    def _label_semantic(self, should_hit: bool) -> None:
+        try:
+            added = self.controller.label_semantic(self._semantic_pairs, self.semantic_pick.value, should_hit,
+                                                   self.semantic_category.value or None)
+        except WorkbenchError as exc:       # the pair is gone, the category does not fit, the file refused
+            self.semantic_label_status.object = label_html(None, str(exc))
+            return
+        self.semantic_label_status.object = label_html(added)
 
     def _export(self, overwrite: bool = False) -> None:
         name = self.export_path.value.strip()

@@ -460,6 +460,21 @@ class Controller:
         """Replay the earlier turns into a semantic cache and look this turn up; `done((decision, cache), error)`."""
         self._in_background("semantic", self.state.semantic, done)
 
+    def semantic_pairs(self, decision: Any) -> Any:
+        """The pairs of the lookup that made `decision` (None if another lookup came since)."""
+        pairs = self.state.semantic_pairs()
+        return pairs if pairs is not None and pairs.decision is decision else None
+
+    def label_semantic(self, pairs: Any, entry: Any, should_hit: bool, category: str | None = None) -> Any:
+        """Label a pair the Semantic tab shows (`pairs`, neighbour `entry`) into the user's labels file
+        in the sessions folder (semantic_labels.py); returns its `Added`. A WorkbenchError, to show
+        inline, when the pair is gone (the session changed) or the file cannot be written."""
+        from .semantic_labels import LabelsFile, pair_label
+        record = pair_label(pairs, entry, should_hit, category, generation=self.state.generation,
+                            turn=self.state.turn)
+        labels = LabelsFile(self.files.sessions) if self.files is not None else LabelsFile.default()
+        return labels.add(record)
+
     def run_generate(self, engine: str, max_new_tokens: int, done: Callable[[Any, str], None],
                      progress: Callable[[str], None] | None = None) -> None:
         """Generate the next assistant reply on `engine` (run_panel.Runner) and append it to the session

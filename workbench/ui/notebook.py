@@ -296,6 +296,7 @@ class Workbench:
         from .semantic_panel import semantic_html
         self.semantic_run = W.Button(description="Look this turn up in a semantic cache", layout=W.Layout(width="auto"))
         self.semantic_out = W.HTML(semantic_html(None))
+        semantic_labels = self._semantic_label_bar()
         self.kv_chart = None
         self._prefill: Any = None
         self.teach_title, self.teach_body = W.HTML(), W.HTML()
@@ -345,7 +346,7 @@ class Workbench:
                                                                                           self.fix_bar.layout]),
                                W.VBox([W.HBox([self.kv_config, self.kv_run, self.kv_cancel]), self.kv_status, self.kv,
                                        self.kv_chart]),
-                               W.VBox([self.semantic_run, self.semantic_out]),
+                               W.VBox([self.semantic_run, semantic_labels, self.semantic_out]),
                                W.VBox([W.HBox([self.teach_back, self.teach_next, self.teach_present, self.teach_title]),
                                        self.teach_body]),
                                compare_tab, self.run_tab.widget, self.diagnostics])
@@ -487,15 +488,57 @@ class Workbench:
     def semantic(self, wait: bool = True) -> Any:
         """Replay the earlier turns into a semantic cache and look the selected turn up (the Semantic
         tab); with `wait`, returns (Decision, SemanticCache)."""
-        from .semantic_panel import semantic_html
+        from .semantic_panel import neighbour_options, semantic_html
 
         def show(result: Any, error: str) -> None:
             self.semantic_run.disabled = False
-            self.semantic_out.value = semantic_html(None, note=f"failed: {error}") if error else semantic_html(*result)
+            pairs = self._semantic_pairs = self.controller.semantic_pairs(result[0]) if result else None
+            self.semantic_out.value = semantic_html(None, note=f"failed: {error}") if error else \
+                semantic_html(*result, pairs=pairs)
+            options = neighbour_options(result[0], pairs) if result else []
+            self.semantic_pick.options = options
+            self.semantic_label_row.layout.display = None if options else "none"
+            self.semantic_label_status.value = ""
 
         self.semantic_run.disabled = True
         self.semantic_out.value = semantic_html(None, note="loading the embedder, replaying the earlier turns…")
         return self._request(self.controller.run_semantic, show, wait)
+
+    def label_semantic(self, should_hit: bool, neighbour: int = 1, category: str | None = None) -> Any:
+        """Label the pair the Semantic tab shows, this turn and its `neighbour`-th nearest entry (from
+        1), as should hit or should miss, with a shipped category or none; appended to
+        WORKBENCH_HOME/sessions/semantic_labels.jsonl (a second label of the pair replaces the first).
+        Returns what was written (semantic_labels.Added); the tab says so, or why not (None)."""
+        values = [v for _label, v in self.semantic_pick.options]
+        return self._label(values[neighbour - 1] if 1 <= neighbour <= len(values) else None, should_hit, category)
+
+    def _semantic_label_bar(self) -> Any:
+        """The Semantic tab's label bar (as the app's): a neighbour, a category, hit or miss."""
+        from .semantic_labels import category_options
+        W = self._W
+        self._semantic_pairs: Any = None
+        self.semantic_pick = W.Dropdown(description="Neighbour", options=[], layout=W.Layout(width="auto"))
+        self.semantic_category = W.Dropdown(description="Category", options=category_options(),
+                                            layout=W.Layout(width="auto"))
+        self.semantic_hit = W.Button(description="Should reuse (hit)", layout=W.Layout(width="auto"))
+        self.semantic_miss = W.Button(description="Should not reuse (miss)", layout=W.Layout(width="auto"))
+        self.semantic_label_status = W.HTML()
+        for button, hit in ((self.semantic_hit, True), (self.semantic_miss, False)):
+            button.on_click(lambda _b, h=hit: self._label(self.semantic_pick.value, h, self.semantic_category.value))
+        self.semantic_label_row = W.HBox([self.semantic_pick, self.semantic_category, self.semantic_hit,
+                                          self.semantic_miss], layout=W.Layout(display="none"))
+        return W.VBox([self.semantic_label_row, self.semantic_label_status])
+
+    def _label(self, entry: Any, should_hit: bool, category: str | None) -> Any:
+        from ..errors import WorkbenchError
+        from .semantic_panel import label_html
+        try:
+            added = self.controller.label_semantic(self._semantic_pairs, entry, should_hit, category)
+        except WorkbenchError as exc:     # the pair is gone, the category does not fit, the file refused
+            self.semantic_label_status.value = label_html(None, str(exc))
+            return None
+        self.semantic_label_status.value = label_html(added)
+        return added
 
     def compare(self, kind: str | None = None, value: str | None = None, *, pin: bool = False) -> Any:
         """The Compare tab: B differs from the live state in `kind` (template, tokenizer, version)

@@ -12,6 +12,10 @@ of, so that a second lookup costs the rules and the index, not the embedder:
 - the vectors of every text embedded, by content (`MemoEmbedder`): after an edit only the texts
   that changed are embedded: the edited message, and the windows of the turns that show it.
 
+Each lookup also keeps what the Semantic tab shows and labels (`LookupPairs`, `last`): the turn,
+the generation it was made at, this turn's context and, for each neighbour, the turn it is, its
+context and its fingerprint.
+
 The cache itself is refilled from these on every lookup, the same way a fresh replay fills it
 (`replay`, kept as the reference), so a reused result equals a fresh one: the same verdict,
 neighbours and similarities (the vectors are the same bits: see `semantic/embedders.py`).
@@ -30,6 +34,7 @@ from ..semantic.cache import Context
 if TYPE_CHECKING:
     from ..assembly import Assembler
     from ..semantic.cache import Decision, SemanticCache
+    from ..semantic.fingerprint import Fingerprint
 
 SESSION = "this-session"
 REPLY_CHARS = 500            # of the reply kept as an entry's payload
@@ -94,6 +99,25 @@ class TurnContext:
         return [self.context.current, *([window] if window else [])]
 
 
+@dataclass(frozen=True)
+class CachedTurn:
+    """A neighbour as the tab shows and labels it: the earlier turn whose context it stores."""
+    turn: int
+    messages: tuple[dict, ...]           # its context as compared: its window and its user message
+    fingerprint: "Fingerprint"
+
+
+@dataclass(frozen=True)
+class LookupPairs:
+    """One lookup's pairs: turn `turn` (its context `messages`) against each neighbour, by entry id;
+    made at document generation `generation`, for `decision`."""
+    generation: int
+    turn: int
+    messages: tuple[dict, ...]
+    decision: "Decision"
+    neighbours: dict[int, CachedTurn]
+
+
 class SessionReplay:
     """`replay`, with each turn's context and every vector kept between lookups (module docstring).
     `cache` is the Semantic tab's cache; its embedder should be a `MemoEmbedder`. One lookup at a
@@ -103,6 +127,7 @@ class SessionReplay:
         self.cache = cache
         self._turns: list[TurnContext | None] = []
         self.made = 0                # turns made (prepared) by the last lookup; the rest were kept
+        self.last: LookupPairs | None = None     # the last lookup's pairs (the tab's labels read them)
 
     def lookup(self, asm: "Assembler", turn: int, request_of: Callable[[int], dict], stamps: Sequence[int],
                generation: int) -> "Decision":
@@ -117,11 +142,18 @@ class SessionReplay:
         self.cache.embedder.embed([t for rec in turns for t in rec.texts()])
         cache, versions = self.cache, versions_of(asm, here.system)
         cache.clear()           # the rows in a fresh cache's order: equal similarities rank as in `replay`
-        for rec in turns[: turn - 1]:
+        stored: dict[int, CachedTurn] = {}
+        for k, rec in enumerate(turns[: turn - 1], 1):
             if rec.context is not None:
                 cache.observe(SESSION, rec.context.messages[-1])
-                cache.put_context(SESSION, rec.context, {"type": "answer", "text": rec.reply[:REPLY_CHARS]}, versions)
-        return cache.lookup_context(SESSION, here.context, versions, k=NEIGHBOURS)
+                e = cache.put_context(SESSION, rec.context, {"type": "answer", "text": rec.reply[:REPLY_CHARS]},
+                                      versions)
+                if e is not None:
+                    stored[e.id] = CachedTurn(k, rec.context.messages, e.fingerprint)
+        decision = cache.lookup_context(SESSION, here.context, versions, k=NEIGHBOURS)
+        self.last = LookupPairs(generation, turn, here.context.messages, decision,
+                                {n.entry_id: stored[n.entry_id] for n in decision.nearest if n.entry_id in stored})
+        return decision
 
     def _valid(self, k: int, rec: TurnContext | None, asm: "Assembler", stamps: Sequence[int]) -> bool:
         """Turn k's kept context stands: same assembler, neither turn k nor k+1 (its reply) edited

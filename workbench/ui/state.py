@@ -438,6 +438,11 @@ class WorkbenchState:
         decision = self._replay.lookup(self.assembler(), turn, self.doc.request, stamps, gen)
         return decision, self._semantic
 
+    def semantic_pairs(self) -> Any:
+        """The last lookup's pairs (ui/semantic_replay.py LookupPairs; None before one): what the
+        Semantic tab's labels refer to."""
+        return self._replay.last if self._replay is not None else None
+
     def export(self, out: str) -> tuple[Path, Any]:
         """The export bundle for the current settings (template, tokenizer, custom template, window)
         with this session's turns as goldens, then verified from disk: (folder, VerifyReport)."""
