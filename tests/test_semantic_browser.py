@@ -97,7 +97,7 @@ def test_look_up_see_each_neighbour_and_label_a_pair(page, home: Path) -> None: 
     expect(status).to_contain_text("replaces this pair's earlier label")
     wait_for(lambda: [r["should_hit"] for r in lines_of(labels)] == [True], FILE_S, "the replaced line")
     (case,) = load_dataset(labels)
-    assert case.category == "user" and case.should_hit is True
+    assert case.category == "user_hit" and case.should_hit is True
 
     # the session changes: the pair shown is gone, said inline, nothing written
     box = page.locator(".wb-me-row").last.locator("textarea[data-field=content]")

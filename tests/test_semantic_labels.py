@@ -57,7 +57,7 @@ def test_a_label_appends_in_the_shipped_format_and_the_evaluation_reads_it_back(
     assert rec["category"] == "paraphrase" and rec["lang"] == "en" and rec["id"].startswith("user/")
     assert "怎么" in lines[1]                      # Chinese kept readable, not \u-escaped
     cases = load_dataset(first.path)
-    assert [(c.category, c.should_hit, c.lang) for c in cases] == [("paraphrase", True, "en"), ("user", False, "zh")]
+    assert [(c.category, c.should_hit, c.lang) for c in cases] == [("paraphrase", True, "en"), ("user_miss", False, "zh")]
     assert list(cases[0].context) == NEW and list(cases[0].cached_context) == CACHED
     assert cases[1].id == label_record(zh_new, CACHED, False).get("id")
 
@@ -97,8 +97,9 @@ def test_control_tokens_and_line_breaks_are_stored_as_data_on_one_line(tmp_path:
 def test_categories_language_and_bad_labels() -> None:
     values = [v for _label, v in category_options()]
     assert values == ["", *CATEGORIES]
-    assert label_record(NEW, CACHED, True)["category"] == "user"
-    assert label_record(NEW, CACHED, True, "")["category"] == "user"
+    assert label_record(NEW, CACHED, True)["category"] == "user_hit"
+    assert label_record(NEW, CACHED, False, "user")["category"] == "user_miss"
+    assert label_record(NEW, CACHED, True, "")["category"] == "user_hit"
     with pytest.raises(WorkbenchError, match="“paraphrase” is a category of pairs that should hit, but this label "
                                              "says the pair should not"):
         label_record(NEW, CACHED, False, "paraphrase")

@@ -47,8 +47,9 @@ except ImportError:      # not on Windows: the process lock alone
     fcntl = None  # type: ignore[assignment]
 
 LABELS_FILE = "semantic_labels.jsonl"
-USER_CATEGORY = "user"          # a label given no category; a shipped category (evaluate.CATEGORIES)
-# only in its direction (a paraphrase should hit), so that the per-category figures keep their meaning
+USER_CATEGORY = "user"          # a label given no category becomes "user_hit" or "user_miss" (the report
+# reads a category's direction from its cases); a shipped category (evaluate.CATEGORIES) only in its
+# direction (a paraphrase should hit), so that the per-category figures keep their meaning
 # Han characters (with the extensions and compatibility block): a pair holding any is Chinese.
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
 # What str.splitlines breaks at that JSON leaves raw (it escapes the rest, below U+0020): escaped as \\uXXXX.
@@ -59,7 +60,7 @@ _LOCK = threading.Lock()
 
 def category_options() -> list[tuple[str, str]]:
     """The label bar's categories, (label, value): none first (a label of the user's own)."""
-    return [(f"no category ({USER_CATEGORY})", ""),
+    return [(f"no category ({USER_CATEGORY}_hit / {USER_CATEGORY}_miss)", ""),
             *((f"{c.replace('_', ' ')} ({'hit' if SHOULD_HIT[c] else 'miss'})", c) for c in CATEGORIES)]
 
 
@@ -97,7 +98,9 @@ def label_record(context: Sequence[dict], cached_context: Sequence[dict], should
     """One labelled pair in the shipped format. `category`: one of the shipped set's (in its
     direction: a paraphrase should hit), or None / "" / "user" for a label of the user's own."""
     cat = category or USER_CATEGORY
-    if cat != USER_CATEGORY:
+    if cat in (USER_CATEGORY, f"{USER_CATEGORY}_hit", f"{USER_CATEGORY}_miss"):
+        cat = f"{USER_CATEGORY}_{'hit' if should_hit else 'miss'}"
+    else:
         if cat not in CATEGORIES:
             raise WorkbenchError(f"unknown category {cat[:40]!r}",
                                  hint=f"one of {', '.join(CATEGORIES)}, or none")
