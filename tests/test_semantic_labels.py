@@ -57,7 +57,8 @@ def test_a_label_appends_in_the_shipped_format_and_the_evaluation_reads_it_back(
     assert rec["category"] == "paraphrase" and rec["lang"] == "en" and rec["id"].startswith("user/")
     assert "怎么" in lines[1]                      # Chinese kept readable, not \u-escaped
     cases = load_dataset(first.path)
-    assert [(c.category, c.should_hit, c.lang) for c in cases] == [("paraphrase", True, "en"), ("user_miss", False, "zh")]
+    assert [(c.category, c.should_hit, c.lang) for c in cases] == [("paraphrase", True, "en"),
+                                                                    ("user_miss", False, "zh")]
     assert list(cases[0].context) == NEW and list(cases[0].cached_context) == CACHED
     assert cases[1].id == label_record(zh_new, CACHED, False).get("id")
 

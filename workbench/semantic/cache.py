@@ -39,7 +39,7 @@ from ..errors import WorkbenchError
 from .clip import clip_start
 from .compare import added, coverage, missing, pair_vetoes, unit_coverage
 from .embedders import Embedder, default_embedder, default_embedder_name
-from .fingerprint import CJK, WEAK_ACTIONS, Fingerprint, fingerprint, is_correction
+from .fingerprint import CJK, Fingerprint, fingerprint, is_correction
 from .index import VectorIndex
 
 STATES = ("active", "suspect", "frozen")
@@ -225,21 +225,20 @@ def judge(query: Fingerprint, entry: Fingerprint,
     """`texts`: ((current, window) of the query, (current, window) of the entry) for the pairwise
     checks (compare.py)."""
     veto = query.vetoes(entry)
-    contained, cover, reverse = False, 1.0, 1.0
+    cover, reverse, gone = 1.0, 1.0, frozenset[str]()
     if texts is not None:
         veto += pair_vetoes(*texts)
         (qc, qw), (ec, _) = texts
         gone = missing(ec, qc, qw)
         cover = unit_coverage(ec, qc, qw) if CJK.search(ec) else coverage(ec, gone)
         reverse = added(qc, ec, texts[1][1])
-        # added background or a repeat: nothing of the cached request is missing, the same kind of
-        # answer, no two different actions
-        contained = (not gone and query.asks == entry.asks
-                     and len({query.action, entry.action} - WEAK_ACTIONS) <= 1)
-    cjk = texts is not None and any(CJK.search(t[0]) for t in texts)
     whole = ("", "") if texts is None else (" ".join(texts[0]), " ".join(texts[1]))
-    return Judgement(tuple(veto), contained, query.agrees(entry, whole), cover, tuple(query.differences(entry)), cjk,
-                     reverse)
+    agrees = query.agrees(entry, whole)
+    # added background or a repeat: nothing of the cached request is missing and the fingerprints
+    # agree (the same kind of answer, the same action, the same names)
+    contained = texts is not None and not gone and agrees
+    cjk = texts is not None and any(CJK.search(t[0]) for t in texts)
+    return Judgement(tuple(veto), contained, agrees, cover, tuple(query.differences(entry)), cjk, reverse)
 
 
 def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str = "active") -> tuple[bool, bool, str]:

@@ -31,7 +31,8 @@ FUNCTION_WORDS = frozenset(
     "there here then than also any some have has had get got make want need like know tell their they them he she "
     "his her im i'm i've i'd ok okay hi hello hey thanks thank sorry yes yeah yep not still again now way one "
     "really actually quick question anyway right well isn aren don doesn didn won wouldn shouldn couldn wasn "
-    "weren haven hasn yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh".split())
+    "weren haven hasn yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh too very already even "
+    "much".split())
 ZH_STOP = frozenset("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没"
                     "把给被让么什哪儿多少几啥")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'./-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?|[\u4e00-\u9fff]+")
@@ -141,11 +142,21 @@ def text_difference(query: str, entry: str, *, query_window: str = "") -> list[s
     if not qa or not ea or len(qa & ea) / len(qa | ea) < DIFF_OVERLAP:
         return []
     q, e, said = _tokens(query), _tokens(entry), _tokens(query_window)
-    words = {w for w in (e - q - said) | (qa - e) if w not in FUNCTION_WORDS and w not in ZH_STOP
-             and (re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w))}
+    dropped, added_ = _content_tokens(e - q - said), _content_tokens(qa - e)
     named = ((_entity_tokens(entry) - _entity_tokens(query) - said)
              | (_entity_tokens(question(query)) - _entity_tokens(entry)))
-    return sorted(words | named)      # "EU" / "US" count too
+    return sorted(dropped | added_ | named)      # "EU" / "US" count too
+
+
+# Chinese characters that carry no content of their own: aspect and modal particles, adverbs of
+# degree and time, measure words. A rewording changes them freely.
+ZH_LIGHT = frozenset("着只嗯得到底快马上下就才都也还又再很太挺真最更啊呀吧呢嘛哦哈么了的地过给让被把将用从向对跟同"
+                     "及以于而且但并或即便则所其此该每各某个些点一次能会可要想需应请已经刚正先后好")
+
+
+def _content_tokens(tokens: frozenset[str]) -> set[str]:
+    return {w for w in tokens if w not in FUNCTION_WORDS and w not in ZH_STOP and w not in ZH_LIGHT
+            and (re.search(r"\d", w) or len(w) > 2 or re.fullmatch(r"[\u4e00-\u9fff]", w))}
 
 
 def window_differences(a_window: str, b_window: str) -> list[str]:
@@ -308,20 +319,33 @@ def _starts(text: str, part: str) -> list[int]:
 # --- "not X, it's Y" ------------------------------------------------------------------------------
 # A user who says which thing they do NOT mean ("我们家的不是海尔的，是小天鹅", "not the Haier one, a
 # Little Swan") rules out a cached answer about that thing, even though the new context names it.
-_NOT_EN = re.compile(r"\b(?:not|isn't|isn’t|wasn't|aren't)\s+(?:a|an|the|my|our)?\s*([\w.-]+(?:\s+[\w.-]+)?)\s*"
-                     r"(?:one\s*)?[,;—-]+\s*(?:it's|it is|but|rather|a|an|the|just)\b", re.I)
-_NOT_ZH = re.compile(r"(?:不是|并非|而不是)\s*([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:的|那个|那台|这个)?\s*[，,、；;]\s*(?:是|而是|用的是|我们是)")
+_NOT_EN = re.compile(r"\b(?i:not|isn't|isn’t|wasn't|aren't)\s+(?:(?i:a|an|the|my|our)\s+)?(?:"
+                     r"([\w.-]+(?:\s+[\w.-]+)?)\s*(?:one\s*)?[,;—-]+\s*(?i:it's|it is|but|rather|a|an|the|just)\b|"
+                     r"([A-Z][\w.-]+(?:\s+[A-Z][\w.-]+)*)\b)")
+_NOT_ZH = re.compile(r"(?:不是|并非|而不是)\s*([\u4e00-\u9fffA-Za-z0-9]{2,8}?)(?:的|那个|那台|这个)?\s*[，,、；;]\s*"
+                     r"(?:是|而是|用的是|我们是)")
 
 
 def ruled_out(query_current: str, query_window: str, entry_current: str) -> list[str]:
     """What the new context says it does not mean, that the cached request asks about."""
     new = f"{query_current}\n{query_window}"
     cached = question(entry_current)
-    said = [m.group(1) for rx in (_NOT_EN, _NOT_ZH) for m in rx.finditer(new)]
+    said = [g for rx in (_NOT_EN, _NOT_ZH) for m in rx.finditer(new) for g in m.groups() if g]
     low = cached.lower()
     out = {w for x in said if not CJK.search(x) for w in x.lower().split()
            if len(w) >= 3 and w not in FUNCTION_WORDS and re.search(rf"\b{re.escape(w)}\b", low)}
     return sorted(out | {x for x in said if CJK.search(x) and len(x) >= 2 and x[:2] in cached})
+
+
+# --- undoing it -----------------------------------------------------------------------------------------
+# "someone set it to double-sided; how do I change it back?": a request to undo, when the cached
+# request does not ask to undo, asks for the opposite of what was done.
+_UNDO = re.compile(r"\b(?:back to|(?:change|set|switch|turn|put|get)\s+(?:it|them|this|that)\s+back|revert|undo|"
+                   r"roll\s*back)\b|改回|调回|变回|换回|恢复成|恢复到|撤销", re.I)
+
+
+def undoes(query_current: str, entry_current: str) -> bool:
+    return bool(_UNDO.search(question(query_current))) and not _UNDO.search(question(entry_current))
 
 
 def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
@@ -331,7 +355,7 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     diff = text_difference(qc, ec, query_window=qw)
     if diff:
         out.append(f"worded almost alike, they differ in {', '.join(f'“{w}”' for w in diff[:4])}")
-    elif qw and ew and _same(qc, ec):
+    elif qw and ew and _same(question(qc), question(ec)):     # "it's there now. how do I open the locker?"
         named = window_differences(qw, ew) or text_difference(qw, ew)
         if named:
             out.append(f"the same message, but the earlier turns name different things: "
@@ -339,6 +363,8 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     opposite = reversals(qc, ec)
     if opposite:
         out.append(f"they ask for opposite things ({', '.join(o.replace(' vs ', ' and ') for o in opposite[:3])})")
+    if undoes(qc, ec):
+        out.append("the new question asks to undo something; the cached one does not")
     excluded = ruled_out(qc, qw, ec)
     if excluded:
         out.append(f"the new conversation says it is not about {', '.join(f'“{w}”' for w in excluded[:3])}")
