@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import WorkbenchError
 from .clip import clip_start
-from .compare import added, coverage, missing, pair_vetoes, unit_coverage
+from .compare import coverage, missing, pair_vetoes, unit_coverage
 from .embedders import Embedder, default_embedder, default_embedder_name
 from .fingerprint import CJK, Fingerprint, fingerprint, is_correction
 from .index import VectorIndex
@@ -51,8 +51,6 @@ MIN_COVERAGE = 0.2
 # decision. Chinese rewordings keep a word's characters more often than its bigrams ("团操课" /
 # "团课"), so the share is counted in characters.
 MIN_COVERAGE_CJK = 0.7        # counted in characters (compare.unit_coverage): rewordings keep them
-MIN_REVERSE = 0.0
-MIN_REVERSE_CONTAINED = 0.0
 CONFIRM_FLOOR = 0.4
 SHARED = "*"
 DEFAULT_TTL_S = 24 * 3600.0
@@ -217,7 +215,6 @@ class Judgement:
     coverage: float
     differences: tuple[str, ...]
     cjk: bool = False                    # Chinese (or Japanese) text: the embedder carries little there
-    reverse: float = 1.0                 # the share of the new question's words the cached context names
 
 
 def judge(query: Fingerprint, entry: Fingerprint,
@@ -225,20 +222,19 @@ def judge(query: Fingerprint, entry: Fingerprint,
     """`texts`: ((current, window) of the query, (current, window) of the entry) for the pairwise
     checks (compare.py)."""
     veto = query.vetoes(entry)
-    cover, reverse, gone = 1.0, 1.0, frozenset[str]()
+    cover, gone = 1.0, frozenset[str]()
     if texts is not None:
         veto += pair_vetoes(*texts)
         (qc, qw), (ec, _) = texts
         gone = missing(ec, qc, qw)
         cover = unit_coverage(ec, qc, qw) if CJK.search(ec) else coverage(ec, gone)
-        reverse = added(qc, ec, texts[1][1])
     whole = ("", "") if texts is None else (" ".join(texts[0]), " ".join(texts[1]))
     agrees = query.agrees(entry, whole)
     # added background or a repeat: nothing of the cached request is missing and the fingerprints
     # agree (the same kind of answer, the same action, the same names)
     contained = texts is not None and not gone and agrees
     cjk = texts is not None and any(CJK.search(t[0]) for t in texts)
-    return Judgement(tuple(veto), contained, agrees, cover, tuple(query.differences(entry)), cjk, reverse)
+    return Judgement(tuple(veto), contained, agrees, cover, tuple(query.differences(entry)), cjk)
 
 
 def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str = "active") -> tuple[bool, bool, str]:
@@ -257,10 +253,10 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
         return False, False, f"not reused: close (similarity {s:.3f}), but {'; '.join(j.vetoes)}"
     if s >= th.high:
         why = f"the questions are nearly the same (similarity {s:.3f}, at or over the high threshold {th.high})"
-    elif j.contained and j.reverse >= MIN_REVERSE_CONTAINED:
+    elif j.contained:
         why = (f"similar (similarity {s:.3f}, over the low threshold {th.low}), and the new question names "
                f"everything the cached request asks (added background or a repeat)")
-    elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE) and j.reverse >= MIN_REVERSE:
+    elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE):
         why = (f"similar (similarity {s:.3f}, between {th.low} and {th.high}), and the fingerprints agree: the same "
                f"action, the same things named")
     else:

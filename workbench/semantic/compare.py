@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .fingerprint import CJK, entities_of, normalise_numerals, question
+from .fingerprint import CJK, asking_clause, entities_of, normalise_numerals, question
 
 FUNCTION_WORDS = frozenset(
     "the a an to of for in on at is are was were do does did i my me we our us you your it its this that these "
@@ -95,17 +95,6 @@ def unit_coverage(entry_current: str, query_current: str, query_window: str) -> 
 def missing(entry_current: str, query_current: str, query_window: str) -> frozenset[str]:
     """The cached request's content words that the new context never mentions."""
     return content(question(entry_current)) - content(query_current) - content(query_window)
-
-
-def added(query_current: str, entry_current: str, entry_window: str) -> float:
-    """The share of the new question's own content words (its asking sentences, background left out)
-    that the cached context mentions: a new question that asks about things the cached context never
-    named ("does switching it off void the warranty?") is another question, however much of the
-    cached request it repeats."""
-    asked = content(question(query_current))
-    if not asked:
-        return 1.0
-    return 1.0 - len(asked - content(entry_current) - content(entry_window)) / len(asked)
 
 
 # --- near-identical messages ------------------------------------------------------------------------
@@ -211,7 +200,7 @@ _OPP_WORDS = re.compile(r"\b(" + "|".join(sorted(_ROOT_OF, key=len, reverse=True
 
 @lru_cache(maxsize=4096)
 def _opposite_terms(text: str) -> frozenset[str]:
-    asked = question(text)
+    asked = asking_clause(text)      # "擦掉了我朋友，怎么恢复回来？" asks to restore, not to erase
     found = {_ROOT_OF[m.group(1).lower()] for m in _OPP_WORDS.finditer(asked)}
     found |= {w for pair in OPPOSITES_ZH for w in pair if w in asked}
     return frozenset(found)
@@ -348,6 +337,21 @@ def undoes(query_current: str, entry_current: str) -> bool:
     return bool(_UNDO.search(question(query_current))) and not _UNDO.search(question(entry_current))
 
 
+# --- a follow-up to the cached question ----------------------------------------------------------------
+# The new conversation already asked the cached question (a user turn of its window says it) and got
+# an answer; its current message asks on from there ("we'd prefer a school out of our zone: how?").
+FOLLOW_UP_COVER = 0.8
+
+
+def follows_up(query_current: str, window_user_turns: list[str], entry_current: str) -> bool:
+    asked = content(question(entry_current))
+    if not asked or not window_user_turns:
+        return False
+    if len(asked & content(question(query_current))) / len(asked) >= FOLLOW_UP_COVER:
+        return False                                       # the current message asks it again
+    return any(len(asked & content(t)) / len(asked) >= FOLLOW_UP_COVER for t in window_user_turns)
+
+
 def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     """Everything laid side by side that forbids a hit: (current, window) of each context."""
     (qc, qw), (ec, ew) = query, entry
@@ -363,6 +367,8 @@ def pair_vetoes(query: tuple[str, str], entry: tuple[str, str]) -> list[str]:
     opposite = reversals(qc, ec)
     if opposite:
         out.append(f"they ask for opposite things ({', '.join(o.replace(' vs ', ' and ') for o in opposite[:3])})")
+    if follows_up(qc, [line[6:] for line in qw.split("\n") if line.startswith("user: ")], ec):
+        out.append("the new conversation already asked the cached question; its message asks on from the answer")
     if undoes(qc, ec):
         out.append("the new question asks to undo something; the cached one does not")
     excluded = ruled_out(qc, qw, ec)

@@ -41,7 +41,6 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 # Negation that governs a request ("don't enable", "never", "stop"), not every "not" or "without"
 # ("rotate without downtime" asks for the same thing as "zero-downtime rotation").
 WEAK_ACTIONS = {"", "howto", "explain"}
-STRICT_ACTIONS = True
 CJK = re.compile(r"[\u4e00-\u9fff]")
 OPPOSITE_ACTIONS = ({"enable", "disable"}, {"create", "delete"})
 # What kind of answer a question wants. Two questions after different kinds ("where are the deploy
@@ -135,16 +134,18 @@ class Fingerprint:
     asks: frozenset[str] = frozenset()  # what kind of answer: place, time, person, cost, amount, reason
 
     def agrees(self, other: "Fingerprint", texts: tuple[str, str] = ("", "")) -> bool:
-        """Same request: no veto, the same action (or one names none), the same kind of answer, and
+        """Same request: no veto, the same action (or neither names one), the same kind of answer, and
         names and identifiers that overlap by at least a third when both have some (paraphrases
         drop or add incidental ones), or every name of the cached request mentioned somewhere in the
         new context ("csv" in "users.csv", "Power BI" said two turns ago). `texts`: the whole new and
         cached contexts."""
         if self.vetoes(other):
             return False
-        # "how do I" and "what is" are question forms, not intents: they agree with any action
+        # "how do I" and "what is" are question forms, not intents; but when one side names a real
+        # action ("turn the blur off") and the other none ("blur my background"), nothing says they
+        # ask the same: they do not agree
         strong = {self.action, other.action} - WEAK_ACTIONS
-        if len(strong) > 1 or (STRICT_ACTIONS and len(strong) == 1 and self.action != other.action):
+        if strong and self.action != other.action:
             return False
         a = {e for e in self.entities if not e[:1].isdigit()}
         b = {e for e in other.entities if not e[:1].isdigit()}
@@ -283,11 +284,15 @@ PROCEDURAL_WHERE = re.compile(
     r"关闭|开通|调|绑|解绑|删除|上传)", re.I)
 
 
+# ... but where to see or find something is a place: "where in the app can I see my bookings?"
+_LOOK = re.compile(r"\b(?:see|view|find|look|check|read)\b|查看|看到|找到|在哪看", re.I)
+
+
 def asks_of(text: str) -> frozenset[str]:
     """What kind of answer the question sentences want (ASPECTS); empty for "how do I" / "can I"."""
     asked = question(text)
     kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
-    if "place" in kinds and PROCEDURAL_WHERE.search(asked):
+    if "place" in kinds and PROCEDURAL_WHERE.search(asked) and not _LOOK.search(asked):
         kinds.discard("place")
     if "whether" in kinds and _HOW.search(asked):   # "does it have a dark mode? how do I switch it on?"
         kinds.discard("whether")
