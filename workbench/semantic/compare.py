@@ -131,7 +131,9 @@ def text_difference(query: str, entry: str, *, query_window: str = "") -> list[s
     if not qa or not ea or len(qa & ea) / len(qa | ea) < DIFF_OVERLAP:
         return []
     q, e, said = _tokens(query), _tokens(entry), _tokens(query_window)
-    dropped, added_ = _content_tokens(e - q - said), _content_tokens(qa - e)
+    # what the new message adds counts in the clause that asks: "上周孩子乱按，童锁怎么解除？" adds
+    # its background before the comma
+    dropped, added_ = _content_tokens(e - q - said), _content_tokens(_tokens(asking_clause(query)) - e)
     named = ((_entity_tokens(entry) - _entity_tokens(query) - said)
              | (_entity_tokens(question(query)) - _entity_tokens(entry)))
     return sorted(dropped | added_ | named)      # "EU" / "US" count too
@@ -341,13 +343,14 @@ def undoes(query_current: str, entry_current: str) -> bool:
 # The new conversation already asked the cached question (a user turn of its window says it) and got
 # an answer; its current message asks on from there ("we'd prefer a school out of our zone: how?").
 FOLLOW_UP_COVER = 0.8
+REASK_COVER = 0.5
 
 
 def follows_up(query_current: str, window_user_turns: list[str], entry_current: str) -> bool:
     asked = content(question(entry_current))
     if not asked or not window_user_turns:
         return False
-    if len(asked & content(question(query_current))) / len(asked) >= FOLLOW_UP_COVER:
+    if len(asked & content(question(query_current))) / len(asked) >= REASK_COVER:
         return False                                       # the current message asks it again
     return any(len(asked & content(t)) / len(asked) >= FOLLOW_UP_COVER for t in window_user_turns)
 

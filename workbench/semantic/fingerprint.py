@@ -119,6 +119,8 @@ OPTION = re.compile(r"(?:\b(?i:option|plan|feature|mode|method|approach|service|
                     r"(?:([A-Za-z0-9]+)\s*(?:方案|功能|选项|模式|服务|套餐|版本))|(?:(?<![\w'-])([A-HJ-Z])(?![\w'-]))")
 NAME = re.compile(r"(?<![.!?]\s)(?<!^)(?<![-_./])\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})*)\b")
 ALLCAPS = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,}(?![\w-])")     # ERROR, API, EU, S3
+# "set that up", "set it up": the object inside the verb
+SET_UP = re.compile(r"\bset(?:s|ting)?\s+(?:it|that|this|them|those|these|one|everything)\s+up\b", re.I)
 TURN_ON_OFF = re.compile(r"\b(?:turn|switch|flip)(?:s|ed|ing)?\b[^.?!]{0,40}?\b(on|off)\b", re.I)
 STOP_NAMES = {"The", "This", "That", "What", "How", "Can", "Could", "Would", "Should", "Please", "Thanks", "Yes",
               "No", "Also", "And", "But", "Then", "Which", "Why", "When", "Where", "Who", "Is", "Are", "Do", "Does",
@@ -257,6 +259,8 @@ def _action(text: str) -> str:
     on_off = TURN_ON_OFF.findall(text)     # "turn A on": the object sits inside the verb; the last one asks
     if on_off:
         return "enable" if on_off[-1].lower() == "on" else "disable"
+    if SET_UP.search(text):
+        return "create"
     low = f" {text.lower()} "
     # the verb mentioned last is the request ("之前把它关了，现在想重新打开"); at the same place the
     # first category in ACTIONS's order, the most specific, wins. A question form ("怎么弄", "how
