@@ -12,11 +12,23 @@ import pytest
 
 from workbench.errors import WorkbenchError
 from workbench.semantic.cache import (
-    CONFIRM_FLOOR, DEFAULT_THRESHOLDS, SemanticCache, Thresholds, decide, from_settings, judge, settings,
+    CONFIRM_FLOOR,
+    DEFAULT_THRESHOLDS,
+    SemanticCache,
+    Thresholds,
+    decide,
+    from_settings,
+    judge,
+    settings,
 )
 from workbench.semantic.compare import follows_up, modifier_swaps, pair_vetoes, ruled_out, undoes
 from workbench.semantic.embedders import (
-    NAMES, HashingEmbedder, MiniLMEmbedder, USEEmbedder, default_embedder_name, make_embedder,
+    NAMES,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    USEEmbedder,
+    default_embedder_name,
+    make_embedder,
 )
 from workbench.semantic.fingerprint import asking_clause, asks_of, fingerprint
 
@@ -109,6 +121,9 @@ def test_another_kind_of_the_same_thing_in_chinese() -> None:
     ("user: it is not the Haier one, it is a Bosch", "How do I reset the child lock on a Haier washer?", ["haier"]),
     ("user: I borrowed it from the New York Public Library, not Brooklyn, and it's due",
      "How do I extend the loan on a book from the Brooklyn Public Library?", ["brooklyn"]),
+    ("user: My company switched from Zoom to Microsoft Teams last month.", "How do I blur my background in Zoom?",
+     ["zoom"]),
+    ("user: 家里的洗衣机去年从海尔换成了小天鹅。", "海尔滚筒洗衣机的童锁怎么解除？", ["海尔"]),
     # a "not" about something else rules nothing out
     ("user: I need the steps, not a lecture, just the steps", "How do I reset the child lock on a Haier washer?", []),
     ("user: 我的洗衣机是海尔的，不是很新，是前年买的。", "海尔滚筒洗衣机的童锁怎么解除？", []),

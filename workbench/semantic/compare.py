@@ -32,7 +32,7 @@ FUNCTION_WORDS = frozenset(
     "his her im i'm i've i'd ok okay hi hello hey thanks thank sorry yes yeah yep not still again now way one "
     "really actually quick question anyway right well isn aren don doesn didn won wouldn shouldn couldn wasn "
     "weren haven hasn yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh too very already even "
-    "much".split())
+    "much through via using into onto".split())
 ZH_STOP = frozenset("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没"
                     "把给被让么什哪儿多少几啥")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'./-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?|[\u4e00-\u9fff]+")
@@ -116,8 +116,9 @@ def _tokens(text: str) -> frozenset[str]:
 def _entity_tokens(text: str) -> frozenset[str]:
     """Numbers, identifiers and capitalised words not at a sentence start ("How" is no name)."""
     text = normalise_numerals(text).strip()
-    return frozenset(w.lower() for w in _ENT.findall(text)
-                     if (re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w))
+    words = (w.rstrip(".") for w in _ENT.findall(text))          # "Camden." at a sentence's end is "Camden"
+    return frozenset(w.lower() for w in words
+                     if w and (re.search(r"\d", w) or w[:1].isupper() or re.search(r"[_/]|\w\.\w", w))
                      and w.lower() not in FUNCTION_WORDS)
 
 
@@ -317,11 +318,18 @@ _NOT_ZH = re.compile(r"(?:不是|并非|而不是)\s*([\u4e00-\u9fffA-Za-z0-9]{2
                      r"(?:是|而是|用的是|我们是)")
 
 
+# ... and one who says they moved away from it ("we switched from Zoom to Teams", "从海尔换成了小天鹅")
+_LEFT_EN = re.compile(r"\b(?:switched|moved|changed|migrated|went|upgraded|downgraded)\s+(?:over\s+)?from\s+"
+                      r"(?:the\s+|a\s+|an\s+|my\s+|our\s+)?([\w.-]+(?:\s+[\w.-]+)?)\s+(?:to|over to)\b", re.I)
+_LEFT_ZH = re.compile(r"从\s*([\u4e00-\u9fffA-Za-z0-9]{2,8}?)\s*(?:换成|换到|改成|改用|转到|迁到|搬到|切到)")
+
+
 def ruled_out(query_current: str, query_window: str, entry_current: str) -> list[str]:
-    """What the new context says it does not mean, that the cached request asks about."""
+    """What the new context says it does not mean (or no longer uses), that the cached request asks
+    about."""
     new = f"{query_current}\n{query_window}"
     cached = question(entry_current)
-    said = [g for rx in (_NOT_EN, _NOT_ZH) for m in rx.finditer(new) for g in m.groups() if g]
+    said = [g for rx in (_NOT_EN, _NOT_ZH, _LEFT_EN, _LEFT_ZH) for m in rx.finditer(new) for g in m.groups() if g]
     low = cached.lower()
     out = {w for x in said if not CJK.search(x) for w in x.lower().split()
            if len(w) >= 3 and w not in FUNCTION_WORDS and re.search(rf"\b{re.escape(w)}\b", low)}

@@ -103,6 +103,7 @@ NUMBER_UNIT = re.compile(r"[$€£¥]?(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)"
                          r"\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
                          r"小时|分钟|秒)?\s*((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
 COUNTERS = set("个台次条份位张")
+MODEL_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z]+\s?$")     # a capitalised word right before
 # Chinese units named as the English counted noun, so "满三年" and "3 years" compare equal
 ZH_UNITS = {"年": "year", "月": "month", "日": "day", "天": "day", "小时": "hour", "分钟": "minute", "秒": "second",
             "元": "yuan", "块": "yuan"}
@@ -324,6 +325,9 @@ def entities_of(text: str) -> frozenset[str]:
     for m in NUMBER_UNIT.finditer(text):
         num, unit, words = m.group(1), m.group(2) or "", (m.group(3) or "")
         sign = text[m.start()] if text[m.start()] in CURRENCY else ""
+        if not sign and not unit and MODEL_NAME.search(text[:m.start()]):
+            out.add(num)              # "Serie 6 washer", "Pixel 8": a model's number counts nothing
+            continue
         if sign:
             out.add(f"{num} {CURRENCY[sign]}")
             continue
