@@ -43,6 +43,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 WEAK_ACTIONS = {"", "howto", "explain"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 OPPOSITE_ACTIONS = ({"enable", "disable"}, {"create", "delete"})
+POLAR_ACTIONS = {"enable", "disable", "create", "delete"}
 # What kind of answer a question wants. Two questions after different kinds ("where are the deploy
 # logs" / "how long does a deploy take") are different questions however close their words are.
 # "when", "who" count only where they ask (at the start of a clause), not as conjunctions.
@@ -148,7 +149,7 @@ class Fingerprint:
         # action ("turn the blur off") and the other none ("blur my background"), nothing says they
         # ask the same: they do not agree
         strong = {self.action, other.action} - WEAK_ACTIONS
-        if strong and self.action != other.action:
+        if len(strong) > 1 or (strong & POLAR_ACTIONS and self.action != other.action):
             return False
         a = {e for e in self.entities if not e[:1].isdigit()}
         b = {e for e in other.entities if not e[:1].isdigit()}
