@@ -2,13 +2,15 @@
 
 Entries: 100k context vectors (512 dimensions by default, as the default embedder, USE multilingual,
 gives; `--dim 384` for all-MiniLM-L6-v2; random unit vectors, so the search does the same work
-whatever the text) with fingerprints, in two layouts, timed in one
-run:
-- shared: all 100k entries visible to the request (one scope): the brute-force worst case;
+whatever the text) with fingerprints, in two layouts, timed in one run:
+- shared: all 100k entries visible to the request (one scope): the brute-force worst case. Timed
+  twice, lookups interleaved: with the index as it is (an int8 scan with exact float32 rescoring)
+  and with the previous one (a float16 scan, the best 16 rescored in float32), for the comparison;
 - per session: 100k entries over 1,000 sessions, the lookup in one of them (the default scope).
 Lookup = the filters over the index's columns, the similarity search, the top 3, the decision.
+Then the scan alone, interleaved, with 1 and 2 torch threads, and the index's bytes per entry.
 The embedding of one context (current turn + window) with each real model is timed separately and
-printed beside the lookup.
+printed beside the lookup. The load average is printed before and after: this machine is shared.
 
 Run:  .venv/bin/python benchmarks/bench_semantic.py [--entries 100000] [--lookups 200] [--dim 512]
 """
@@ -16,10 +18,14 @@ Run:  .venv/bin/python benchmarks/bench_semantic.py [--entries 100000] [--lookup
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from typing import Any
 
 import numpy as np
+
+from workbench.semantic.index import QUANT_FROM, VectorIndex
 
 
 class FixedEmbedder:
@@ -34,50 +40,146 @@ class FixedEmbedder:
         return np.repeat(self.next, len(texts), axis=0)
 
 
+class Float16Index(VectorIndex):
+    """The previous full scan, kept here to be timed beside the current one: a float16 torch copy
+    of the matrix scanned, the best 16 rescored in float32 (not guaranteed exact), with torch's
+    thread setting as the process has it (or `threads`)."""
+
+    def __init__(self, dim: int, capacity: int = 1024, threads: int | None = None):
+        super().__init__(dim, capacity)
+        import torch
+        self.t, self.threads, self._h = torch, threads, torch.zeros((0, dim), dtype=torch.float16)
+
+    def search(self, q: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        t, q = self.t, np.asarray(q, dtype=np.float32).reshape(-1)
+        count = int(np.count_nonzero(mask))
+        if count * 8 < self._n or self._n < QUANT_FROM:
+            return super().search(q, mask, k)
+        if len(self._h) != self._n:                   # the copy the old index kept up to date on add
+            self._h = t.from_numpy(self._m[: self._n]).to(t.float16)
+        before = t.get_num_threads()
+        t.set_num_threads(self.threads or before)
+        try:
+            half = self._h @ t.from_numpy(q).to(t.float16)
+            half.masked_fill_(~t.from_numpy(mask), float("-inf"))
+            rows = t.topk(half, min(count, max(k, 16))).indices.numpy()
+        finally:
+            t.set_num_threads(before)
+        sims = self._m[rows] @ q
+        top = np.argsort(-sims, kind="stable")[:k]
+        return rows[top], sims[top].astype(np.float32)
+
+    def nbytes(self) -> int:
+        return super().nbytes() + self._n * self.dim * 2
+
+
+def build(args: argparse.Namespace, vecs: np.ndarray, sessions: int, old: bool) -> tuple[Any, FixedEmbedder, float]:
+    from workbench.semantic.cache import Entry, SemanticCache, Thresholds
+    from workbench.semantic.fingerprint import fingerprint
+
+    fp = fingerprint("How do I deploy the billing service to EU-West?")
+    emb = FixedEmbedder(args.dim)
+    cache = SemanticCache(emb, thresholds=Thresholds(0.9, 0.8))
+    if old:
+        cache.index = Float16Index(args.dim)
+    t0 = time.perf_counter()
+    for i in range(args.entries):
+        e = Entry(i + 1, "*" if sessions == 1 else f"s{i % sessions}", -1, fp, VERSIONS, time.time(),
+                  3600.0, {"text": "x"}, "ctx", current_text="How do I deploy the billing service to EU-West?")
+        cache._insert(e, vecs[i])
+    return cache, emb, time.perf_counter() - t0
+
+
+VERSIONS = {"model": "m", "tokenizer": "t", "system_prompt": "s", "knowledge": "k"}
+
+
+def lookups(args: argparse.Namespace, vecs: np.ndarray, setups: dict[str, tuple[Any, FixedEmbedder, float]]
+            ) -> dict[str, tuple[float, float, float, float, float]]:
+    """Each setup answers the same queries, interleaved (the order alternating), each with its own
+    new text every time: the rules' caches must not make the judging look free."""
+    rng = np.random.default_rng(1)
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in setups}
+    names = list(setups)
+    for j in range(args.lookups):
+        q = (vecs[(j * 7919) % args.entries] + 0.05 * rng.standard_normal(args.dim)).astype(np.float32)[None]
+        for name in (names if j % 2 == 0 else names[::-1]):
+            cache, emb, _ = setups[name]
+            emb.next = q
+            msgs = [{"role": "user", "content": f"How do I deploy the billing service to EU-West, {name} try {j}?"}]
+            d = cache.lookup("s3", msgs, VERSIONS)
+            got[name].append((d.search_ms, d.judge_ms))
+    out = {}
+    for name, rows in got.items():
+        total = [s + r for s, r in rows]
+        out[name] = (statistics.median(total), float(np.percentile(total, 95)), setups[name][2],
+                     statistics.median(s for s, _ in rows), statistics.median(r for _, r in rows))
+    return out
+
+
+def scan_alone(args: argparse.Namespace, vecs: np.ndarray) -> None:
+    """The index's full scan without the cache around it, interleaved: old and new, 1 and 2 threads."""
+    import torch
+
+    from workbench.semantic import index as index_module
+    new, old = VectorIndex(args.dim), Float16Index(args.dim)
+    for v in vecs:
+        new.add(v)
+        old.add(v)
+    mask = new.live().copy()
+    new.search(vecs[0], mask, 3)                      # the first full scan packs the int8 blocks
+    old.search(vecs[0], mask, 3)
+    rng = np.random.default_rng(2)
+    runs: dict[str, list[float]] = {}
+    cands: list[int] = []
+    for j in range(args.lookups):
+        q = (vecs[(j * 104729) % args.entries] + 0.05 * rng.standard_normal(args.dim)).astype(np.float32)
+        for threads in (1, 2):
+            index_module.SCAN_THREADS = threads
+            old.threads = threads
+            for name, idx in (("int8 (new)", new), ("float16 (old)", old)):
+                t0 = time.perf_counter()
+                idx.search(q, mask, 3)
+                runs.setdefault(f"{name}, {threads} thread{'s' if threads > 1 else ''}", []).append(
+                    (time.perf_counter() - t0) * 1e3)
+        index_module.SCAN_THREADS = 1
+        with index_module._one_thread(torch):
+            cands.append(len(new._int8_candidates(q, mask, 3)))
+    for name, ts in runs.items():
+        print(f"  scan alone, {name}: median {statistics.median(ts):.2f} ms, p95 {np.percentile(ts, 95):.2f} ms")
+    print(f"  rows rescored in float32 by the int8 scan (top 3): median {statistics.median(cands):.0f}, "
+          f"max {max(cands)}")
+    print(f"  index bytes per entry: {new.nbytes() / args.entries:,.0f} (int8) against "
+          f"{old.nbytes() / args.entries:,.0f} (float16); of them the float32 matrix's capacity "
+          f"{new._m.nbytes / args.entries:,.0f} ({len(new._m):,} rows for {args.entries:,})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--lookups", type=int, default=200)
     ap.add_argument("--dim", type=int, default=512, help="vector size (512: USE multilingual; 384: MiniLM)")
     args = ap.parse_args()
-
-    from workbench.semantic.cache import Entry, SemanticCache, Thresholds
-    from workbench.semantic.fingerprint import fingerprint
+    print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
     rng = np.random.default_rng(0)
     vecs = rng.standard_normal((args.entries, args.dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    versions = {"model": "m", "tokenizer": "t", "system_prompt": "s", "knowledge": "k"}
-    fp = fingerprint("How do I deploy the billing service to EU-West?")
-    results = {}
-    for layout, sessions in (("shared", 1), ("per session", 1000)):
-        emb = FixedEmbedder(args.dim)
-        cache = SemanticCache(emb, thresholds=Thresholds(0.9, 0.8))
-        t0 = time.perf_counter()
-        for i in range(args.entries):
-            e = Entry(i + 1, "*" if sessions == 1 else f"s{i % sessions}", -1, fp, versions, time.time(),
-                      3600.0, {"text": "x"}, "ctx", current_text="How do I deploy the billing service to EU-West?")
-            cache._insert(e, vecs[i])
-        build_s = time.perf_counter() - t0
-        times, scans, judging = [], [], []
-        for j in range(args.lookups):
-            # a new text every time: the rules' caches must not make the judging look free
-            msgs = [{"role": "user", "content": f"How do I deploy the billing service to EU-West, try {j}?"}]
-            emb.next = (vecs[(j * 7919) % args.entries] + 0.05 * rng.standard_normal(args.dim)).astype(np.float32)[None]
-            d = cache.lookup("s3", msgs, versions)
-            times.append(d.search_ms + d.judge_ms)          # the scan, and the rules over the 3 nearest
-            scans.append(d.search_ms)
-            judging.append(d.judge_ms)
-        results[layout] = (statistics.median(times), float(np.percentile(times, 95)), build_s,
-                           statistics.median(scans), statistics.median(judging))
+    shared = {"shared": build(args, vecs, 1, False), "shared, previous index": build(args, vecs, 1, True)}
+    for s in shared.values():                         # not timed: the first full scan packs the int8 blocks
+        s[1].next = vecs[:1]
+        s[0].lookup("s3", [{"role": "user", "content": "warm up"}], VERSIONS)
+    results = lookups(args, vecs, shared)
+    del shared
+    results.update(lookups(args, vecs, {"per session": build(args, vecs, 1000, False)}))
     for layout, (med, p95, build_s, scan, judged) in results.items():
-        visible = args.entries if layout == "shared" else args.entries // 1000
-        print(f"{layout:>12}: {args.entries:,} entries of {args.dim} dimensions ({visible:,} visible to the request): "
-              f"lookup median "
-              f"{med:.2f} ms, p95 {p95:.2f} ms (bar: median <= 5 ms) = scan {scan:.2f} + rules {judged:.2f} ms; "
-              f"index built in {build_s:.1f} s")
+        visible = args.entries // 1000 if layout == "per session" else args.entries
+        print(f"{layout:>22}: {args.entries:,} entries of {args.dim} dimensions ({visible:,} visible to the "
+              f"request): lookup median {med:.2f} ms, p95 {p95:.2f} ms (bar: median <= 5 ms) = scan {scan:.2f} "
+              f"+ rules {judged:.2f} ms; index built in {build_s:.1f} s")
+    scan_alone(args, vecs)
     for name in ("use", "minilm"):
         time_embedding(name)
+    print("load average (1, 5, 15 min) after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 def time_embedding(name: str) -> None:
@@ -96,6 +198,7 @@ def time_embedding(name: str) -> None:
               f"{statistics.median(ts):.1f} ms (apart from the lookup)")
     except Exception as exc:  # noqa: BLE001 - the lookup figures stand on their own
         print(f"embedding with {name} not timed: {exc}")
+
 
 if __name__ == "__main__":
     main()

@@ -185,10 +185,10 @@ def test_with_all_minilm_the_guard_holds() -> None:
 
 
 def test_the_index_finds_the_exact_nearest_on_both_scan_paths() -> None:
-    from workbench.semantic.index import HALF_FROM, VectorIndex
+    from workbench.semantic.index import QUANT_FROM, VectorIndex
 
     rng = np.random.default_rng(1)
-    n = HALF_FROM + 1000                                        # large enough for the float16 scan
+    n = QUANT_FROM + 1000                                       # large enough for the int8 scan
     vecs = rng.standard_normal((n, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     idx = VectorIndex(384, capacity=16)                         # grows by doubling on the way

@@ -1,17 +1,39 @@
-"""Vectors in one contiguous float32 matrix, searched by brute force (one matrix-vector product):
-simple, exact, and fast enough up to about a million entries. Beside each row, a few numeric
+"""Vectors in one contiguous float32 matrix, searched exhaustively; the top k it returns are the
+top k of a float32 brute-force scan, with float32 similarities. Beside each row, a few numeric
 columns (session, version set, expiry, state) let a lookup filter with array operations instead of
 a Python loop over the entries. Rows are reused after deletion.
 
-A full scan is bound by memory bandwidth: 100k × 384 float32 is 154 MB read per lookup (about 7 ms
-here). Where torch is installed (the semantic extra brings it), a float16 copy of the matrix is
-scanned instead (half the bytes, and torch's float16 kernels: about 3.5 ms), and the best
-candidates are then scored again exactly in float32, so the similarities a decision sees are exact.
+Speed. A float32 scan of 100k × 512 reads 205 MB per lookup; torch's float16 scan (the previous
+design) was bound by its arithmetic, not by memory: 5.5 ms of a 6.2 ms lookup on this 2-core
+machine. Where torch's int8 kernels (fbgemm, on x86) are installed, the full scan instead reads an
+int8 copy of the matrix (one byte per dimension, each row with its own scale) in packed blocks of
+`BLOCK` rows, with the query on a 7-bit grid: integer dot products, exact, then scaled. Measured
+side by side (benchmarks/bench_semantic.py, 100k × 512): see docs/semantic.md "Speed".
+
+Exact, not probably right. The int8 score s_i differs from the true cosine q·v_i by at most
+
+    eps = |q − q~|·max|v_i| + |q~|·max|v_i − v~_i| + (float rounding)
+
+(Cauchy–Schwarz on q·v − q~·v~ = (q − q~)·v + q~·(v − v~); q~, v~ the quantized vectors, whose
+errors are known: |v_i − v~_i| is measured for every row when its block is packed). So if t is the
+k-th best int8 score, every row of the true top k has s_i ≥ t − 2·eps, and those rows — all of
+them, however many near-duplicates there are — are scored again in float32. Typically a few
+dozen rows are; a cluster of near-duplicates makes it the whole cluster, never a wrong answer.
+
+Rows added or changed after their block was packed are "loose": scored exactly in float32 until
+`LOOSE_MAX` of them gather in a block, when the block is packed again at the next full scan
+(amortised: one pack per `LOOSE_MAX` changes). Without the int8 kernels (no torch, another CPU) the
+full scan is the plain float32 one. One session's rows (few candidates) are gathered and scored in
+float32 directly, as before.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +41,99 @@ from .._optional import require
 from ..errors import WorkbenchError
 
 COLUMNS = {"session": np.int32, "versions": np.int32, "expires": np.float64, "state": np.int8}
-RESCORE = 16          # candidates from the float16 scan scored again in float32
-HALF_FROM = 4096      # rows from which a full scan uses the float16 copy
+QUANT_FROM = 4096     # rows from which a full scan uses the int8 blocks
+BLOCK = 4096          # rows per packed int8 block (a pack costs ~15 ms)
+LOOSE_MAX = 256       # rows of a block scored in float32 before the block is packed again
+SCAN_THREADS = 1      # torch threads for the scan: see `_one_thread`
+QMAX = 63             # the query's grid: 7 bits, so u8·s8 pairs cannot saturate int16 in fbgemm
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def _int8_kernels() -> Any:
+    """torch, where its fbgemm int8 linear with float output can be used; else None."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    torch = require("torch", "the int8 scan")
+    qb = torch.backends.quantized
+    op = getattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", None)
+    if op is None or "fbgemm" not in qb.supported_engines or qb.engine not in ("x86", "fbgemm"):
+        return None
+    return torch
+
+
+@contextmanager
+def _one_thread(torch: Any) -> Iterator[None]:
+    """Run the scan's torch calls on SCAN_THREADS threads, then restore the setting. On a machine
+    whose cores are busy (this 2-core one: load average 2 to 8 while tests run), a 2-thread
+    torch call waits for its second thread to be scheduled: measured 12 ms per int8 block with
+    2 threads against 0.2 ms with one. The scan is a few milliseconds; one thread is enough."""
+    before = torch.get_num_threads()
+    if before != SCAN_THREADS:
+        torch.set_num_threads(SCAN_THREADS)
+    try:
+        yield
+    finally:
+        if before != SCAN_THREADS:
+            torch.set_num_threads(before)
+
+
+class _Int8Blocks:
+    """The int8 copy of the matrix, in packed blocks, and each block's error bounds."""
+
+    def __init__(self, torch: Any, dim: int):
+        self.t = torch
+        self.dim = dim
+        self.packed: list[Any] = []           # per block: fbgemm packed weights, or None
+        self.err: list[float] = []            # per block: max |v − v~| over its rows
+        self.norm: list[float] = []           # per block: max |v| over its rows
+
+    def ensure(self, blocks: int) -> None:
+        while len(self.packed) < blocks:
+            self.packed.append(None)
+            self.err.append(0.0)
+            self.norm.append(0.0)
+
+    def pack(self, b: int, rows: np.ndarray) -> None:
+        """Quantize `rows` (float32, up to BLOCK of them) per row to int8 and pack them."""
+        t = self.t
+        v = np.zeros((BLOCK, self.dim), np.float32)
+        v[: len(rows)] = rows
+        # each row's scale is a float32 value: fbgemm keeps scales in float32, and the error
+        # bound must be measured against exactly what the kernel multiplies by
+        scale = (np.abs(v).max(axis=1) / 127).astype(np.float32)
+        scale[scale == 0] = 1.0
+        wq = np.clip(np.rint(v / scale[:, None]), -127, 127).astype(np.int8)
+        deq = wq.astype(np.float64) * scale[:, None].astype(np.float64)
+        v64 = v.astype(np.float64)
+        # rounded up a little: the norms themselves are computed in floating point
+        self.err[b] = float(np.linalg.norm(v64 - deq, axis=1).max()) * (1 + 1e-6) + 1e-12
+        self.norm[b] = float(np.linalg.norm(v64, axis=1).max()) * (1 + 1e-6)
+        with warnings.catch_warnings():
+            # quantized tensors are deprecated in torch (kept through the versions pyproject allows)
+            warnings.simplefilter("ignore", UserWarning)
+            qw = t._make_per_channel_quantized_tensor(
+                t.from_numpy(wq), t.from_numpy(scale.astype(np.float64)), t.zeros(BLOCK, dtype=t.long), 0)
+            self.packed[b] = t.ops.quantized.linear_prepack(qw, None)
+
+    def scores(self, q: np.ndarray, n: int) -> tuple[Any, float]:
+        """int8 scores of the first n rows (-inf for blocks never packed) and their error bound."""
+        t = self.t
+        amax = float(np.abs(q).max())
+        s = float(np.float32(amax / QMAX))
+        k = np.clip(np.rint(q / s), -QMAX, QMAX)
+        x = (np.float32(s) * k.astype(np.float32)).astype(np.float32)  # on the grid: quantized exactly
+        op = t.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
+        xt = t.from_numpy(x).reshape(1, -1)
+        ninf = t.full((BLOCK,), float("-inf"))
+        parts = [op(xt, s, QMAX + 1, p)[0] if p is not None else ninf
+                 for p in self.packed[: -(-n // BLOCK)]]
+        q64, x64 = q.astype(np.float64), x.astype(np.float64)
+        qerr, qn, xn = float(np.linalg.norm(q64 - x64)), float(np.linalg.norm(q64)), float(np.linalg.norm(x64))
+        vn, ve = max(self.norm, default=0.0), max(self.err, default=0.0)
+        eps = (qerr * vn + xn * ve                       # the quantization of the query and rows
+               + 1e-6 * xn * (vn + ve)                   # the kernel's float scaling
+               + 2 * self.dim * F32_EPS * qn * vn)       # float32 rescoring vs a float32 brute force
+        return t.cat(parts)[:n], eps * (1 + 1e-6)
 
 
 class VectorIndex:
@@ -29,12 +142,13 @@ class VectorIndex:
         cap = max(capacity, 1)
         self._m = np.zeros((cap, dim), dtype=np.float32)
         self._live = np.zeros(cap, dtype=bool)
+        self._loose = np.ones(cap, dtype=bool)          # not (or no longer) as packed: score in float32
         self.cols = {k: np.zeros(cap, dtype=t) for k, t in COLUMNS.items()}
         self._free: list[int] = []
         self._n = 0                                   # rows ever used (high-water mark)
         # torch only speeds the scan up: used where installed, through the one optional-import place
-        self._torch = require("torch", "the float16 scan") if importlib.util.find_spec("torch") else None
-        self._h = self._torch.zeros((cap, dim), dtype=self._torch.float16) if self._torch is not None else None
+        torch = _int8_kernels()
+        self._q8 = _Int8Blocks(torch, dim) if torch is not None else None
 
     def __len__(self) -> int:
         return int(self._live[: self._n].sum())
@@ -49,13 +163,11 @@ class VectorIndex:
             if self._n == len(self._m):               # grow by doubling: amortised O(1), one block
                 self._m = np.concatenate([self._m, np.zeros_like(self._m)])
                 self._live = np.concatenate([self._live, np.zeros_like(self._live)])
+                self._loose = np.concatenate([self._loose, np.ones_like(self._loose)])
                 self.cols = {k: np.concatenate([c, np.zeros_like(c)]) for k, c in self.cols.items()}
-                if self._h is not None:
-                    self._h = self._torch.cat([self._h, self._torch.zeros_like(self._h)])
             row, self._n = self._n, self._n + 1
         self._m[row] = v
-        if self._h is not None:
-            self._h[row] = self._torch.from_numpy(v).to(self._torch.float16)
+        self._loose[row] = True
         self._live[row] = True
         for k, val in cols.items():
             self.cols[k][row] = val
@@ -69,8 +181,7 @@ class VectorIndex:
         if 0 <= row < self._n and self._live[row]:
             self._live[row] = False
             self._m[row] = 0.0
-            if self._h is not None:
-                self._h[row] = 0.0
+            self._loose[row] = True
             self._free.append(row)
 
     def vector(self, row: int) -> np.ndarray:
@@ -82,22 +193,26 @@ class VectorIndex:
     def col(self, name: str) -> np.ndarray:
         return self.cols[name][: self._n]
 
+    def nbytes(self) -> int:
+        """Bytes the index holds: the float32 matrix, the columns, and the packed int8 blocks
+        (fbgemm's copy: one byte per dimension plus a column offset, per row)."""
+        own = self._m.nbytes + self._live.nbytes + self._loose.nbytes + sum(c.nbytes for c in self.cols.values())
+        packed = 0 if self._q8 is None else sum(p is not None for p in self._q8.packed) * BLOCK * (self.dim + 4)
+        return own + packed
+
     def search(self, q: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k rows under `mask` (a boolean array over the used rows) most similar to `q`
         (vectors are normalised: the dot product is the cosine), best first."""
         q = np.asarray(q, dtype=np.float32).reshape(-1)
         count = int(np.count_nonzero(mask))
-        if count == 0:
+        if count == 0 or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if count * 8 < self._n:                       # few candidates (one session's): gather them
             rows = np.flatnonzero(mask)
             sims = self._m[rows] @ q
-        elif self._h is not None and self._n >= HALF_FROM:
-            # float16 scan for the candidates, then exact float32 scores for the best of them
-            t = self._torch
-            half = self._h[: self._n] @ t.from_numpy(q).to(t.float16)
-            half.masked_fill_(~t.from_numpy(mask), float("-inf"))
-            rows = t.topk(half, min(count, max(k, RESCORE))).indices.numpy()
+        elif self._q8 is not None and self._n >= QUANT_FROM and np.any(q):
+            with _one_thread(self._q8.t):
+                rows = self._int8_candidates(q, mask, min(k, count))
             sims = self._m[rows] @ q
         else:                                         # most rows: one pass over the whole matrix
             sims = np.where(mask, self._m[: self._n] @ q, -np.inf)
@@ -109,3 +224,22 @@ class VectorIndex:
         rows, sims = rows[keep], sims[keep]
         order = np.argsort(-sims, kind="stable")
         return rows[order], sims[order].astype(np.float32)
+
+    def _int8_candidates(self, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
+        """Every row under `mask` that can be in the top k: those whose int8 score is within
+        2·eps of the k-th best (see the module docstring for why that is safe)."""
+        q8, t, n = self._q8, self._q8.t, self._n     # type: ignore[union-attr]
+        blocks = -(-n // BLOCK)
+        q8.ensure(blocks)
+        for b in range(blocks):                       # pack blocks with too many loose rows
+            lo, hi = b * BLOCK, min((b + 1) * BLOCK, n)
+            if np.count_nonzero(self._loose[lo:hi]) > LOOSE_MAX:
+                q8.pack(b, self._m[lo:hi])
+                self._loose[lo:hi] = False
+        approx, eps = q8.scores(q, n)
+        loose = np.flatnonzero(self._loose[:n] & mask)
+        if len(loose):                                # their float32 score stands in for the int8 one
+            approx[t.from_numpy(loose)] = t.from_numpy(self._m[loose] @ q)
+        approx.masked_fill_(~t.from_numpy(np.ascontiguousarray(mask)), float("-inf"))
+        kth = float(t.topk(approx, k, sorted=False).values.min())
+        return t.nonzero(approx >= kth - 2 * eps).reshape(-1).numpy()
