@@ -73,21 +73,27 @@ class Float16Index(VectorIndex):
         return super().nbytes() + self._n * self.dim * 2
 
 
-def build(args: argparse.Namespace, vecs: np.ndarray, sessions: int, old: bool) -> tuple[Any, FixedEmbedder, float]:
+def build(args: argparse.Namespace, vecs: np.ndarray, sessions: int, old: int | None
+          ) -> tuple[Any, FixedEmbedder, float]:
+    """A cache of the benchmark's entries; `old`: with the previous index, on that many torch
+    threads (0: as the process has it). Its first full scan (which packs the int8 blocks) untimed."""
     from workbench.semantic.cache import Entry, SemanticCache, Thresholds
     from workbench.semantic.fingerprint import fingerprint
 
     fp = fingerprint("How do I deploy the billing service to EU-West?")
     emb = FixedEmbedder(args.dim)
     cache = SemanticCache(emb, thresholds=Thresholds(0.9, 0.8))
-    if old:
-        cache.index = Float16Index(args.dim)
+    if old is not None:
+        cache.index = Float16Index(args.dim, threads=old or None)
     t0 = time.perf_counter()
     for i in range(args.entries):
         e = Entry(i + 1, "*" if sessions == 1 else f"s{i % sessions}", -1, fp, VERSIONS, time.time(),
                   3600.0, {"text": "x"}, "ctx", current_text="How do I deploy the billing service to EU-West?")
         cache._insert(e, vecs[i])
-    return cache, emb, time.perf_counter() - t0
+    build_s = time.perf_counter() - t0
+    emb.next = vecs[:1]
+    cache.lookup("s3", [{"role": "user", "content": "warm up"}], VERSIONS)
+    return cache, emb, build_s
 
 
 VERSIONS = {"model": "m", "tokenizer": "t", "system_prompt": "s", "knowledge": "k"}
@@ -117,11 +123,10 @@ def lookups(args: argparse.Namespace, vecs: np.ndarray, setups: dict[str, tuple[
 
 
 def scan_alone(args: argparse.Namespace, vecs: np.ndarray) -> None:
-    """The index's full scan without the cache around it, interleaved: old and new, 1 and 2 threads."""
-    import torch
-
+    """The index's full scan without the cache around it: the current and the previous one on one
+    thread, interleaved; then each on 2 threads, apart (see `main`)."""
     from workbench.semantic import index as index_module
-    new, old = VectorIndex(args.dim), Float16Index(args.dim)
+    new, old = VectorIndex(args.dim), Float16Index(args.dim, threads=1)
     for v in vecs:
         new.add(v)
         old.add(v)
@@ -129,23 +134,29 @@ def scan_alone(args: argparse.Namespace, vecs: np.ndarray) -> None:
     new.search(vecs[0], mask, 3)                      # the first full scan packs the int8 blocks
     old.search(vecs[0], mask, 3)
     rng = np.random.default_rng(2)
+    queries = [(vecs[(j * 104729) % args.entries] + 0.05 * rng.standard_normal(args.dim)).astype(np.float32)
+               for j in range(args.lookups)]
     runs: dict[str, list[float]] = {}
-    cands: list[int] = []
-    for j in range(args.lookups):
-        q = (vecs[(j * 104729) % args.entries] + 0.05 * rng.standard_normal(args.dim)).astype(np.float32)
-        for threads in (1, 2):
-            index_module.SCAN_THREADS = threads
-            old.threads = threads
-            for name, idx in (("int8 (new)", new), ("float16 (old)", old)):
-                t0 = time.perf_counter()
-                idx.search(q, mask, 3)
-                runs.setdefault(f"{name}, {threads} thread{'s' if threads > 1 else ''}", []).append(
-                    (time.perf_counter() - t0) * 1e3)
-        index_module.SCAN_THREADS = 1
-        with index_module._one_thread(torch):
-            cands.append(len(new._int8_candidates(q, mask, 3)))
+
+    def timed(name: str, idx: VectorIndex, q: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        idx.search(q, mask, 3)
+        runs.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+
+    for q in queries:
+        timed("int8 (current), 1 thread", new, q)
+        timed("float16 (previous), 1 thread", old, q)
+    index_module.SCAN_THREADS, old.threads = 2, 2
+    for q in queries[:20]:
+        timed("float16 (previous), 2 threads", old, q)
+    for q in queries[:20]:
+        timed("int8 (current), 2 threads", new, q)
+    index_module.SCAN_THREADS = 1
     for name, ts in runs.items():
-        print(f"  scan alone, {name}: median {statistics.median(ts):.2f} ms, p95 {np.percentile(ts, 95):.2f} ms")
+        print(f"  scan alone, {name}: median {statistics.median(ts):.2f} ms, p95 {np.percentile(ts, 95):.2f} ms "
+              f"({len(ts)} scans)")
+    with index_module._one_thread(new._q8.t):       # type: ignore[union-attr]
+        cands = [len(new._int8_candidates(q, mask, 3)) for q in queries]
     print(f"  rows rescored in float32 by the int8 scan (top 3): median {statistics.median(cands):.0f}, "
           f"max {max(cands)}")
     print(f"  index bytes per entry: {new.nbytes() / args.entries:,.0f} (int8) against "
@@ -164,13 +175,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     vecs = rng.standard_normal((args.entries, args.dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    shared = {"shared": build(args, vecs, 1, False), "shared, previous index": build(args, vecs, 1, True)}
-    for s in shared.values():                         # not timed: the first full scan packs the int8 blocks
-        s[1].next = vecs[:1]
-        s[0].lookup("s3", [{"role": "user", "content": "warm up"}], VERSIONS)
+    # the current index and the previous scan on one thread, interleaved: the scans compared; then
+    # the previous one as it ran (torch's thread setting as the process has it) on its own, since
+    # a 2-thread torch call leaves a spinning thread behind that slows whatever runs next
+    shared = {"shared": build(args, vecs, 1, False), "shared, previous, 1 thread": build(args, vecs, 1, 1)}
     results = lookups(args, vecs, shared)
     del shared
-    results.update(lookups(args, vecs, {"per session": build(args, vecs, 1000, False)}))
+    results.update(lookups(args, vecs, {"shared, previous as was": build(args, vecs, 1, 0)}))
+    results.update(lookups(args, vecs, {"per session": build(args, vecs, 1000, None)}))
     for layout, (med, p95, build_s, scan, judged) in results.items():
         visible = args.entries // 1000 if layout == "per session" else args.entries
         print(f"{layout:>22}: {args.entries:,} entries of {args.dim} dimensions ({visible:,} visible to the "

@@ -122,7 +122,7 @@ class _Int8Blocks:
         s = float(np.float32(amax / QMAX))
         k = np.clip(np.rint(q / s), -QMAX, QMAX)
         x = (np.float32(s) * k.astype(np.float32)).astype(np.float32)  # on the grid: quantized exactly
-        op = t.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
+        op = t.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default  # the overload: less dispatch
         xt = t.from_numpy(x).reshape(1, -1)
         ninf = t.full((BLOCK,), float("-inf"))
         parts = [op(xt, s, QMAX + 1, p)[0] if p is not None else ninf
@@ -240,6 +240,6 @@ class VectorIndex:
         loose = np.flatnonzero(self._loose[:n] & mask)
         if len(loose):                                # their float32 score stands in for the int8 one
             approx[t.from_numpy(loose)] = t.from_numpy(self._m[loose] @ q)
-        approx.masked_fill_(~t.from_numpy(np.ascontiguousarray(mask)), float("-inf"))
-        kth = float(t.topk(approx, k, sorted=False).values.min())
-        return t.nonzero(approx >= kth - 2 * eps).reshape(-1).numpy()
+        scores = np.where(mask, approx.numpy(), -np.inf)
+        kth = float(t.topk(t.from_numpy(scores), k, sorted=False).values.min())
+        return np.flatnonzero(scores >= kth - 2 * eps)
