@@ -154,3 +154,16 @@ def test_the_scan_leaves_torchs_thread_setting_as_it_was() -> None:
     before = torch.get_num_threads()
     idx.search(idx.vector(0), idx.live().copy(), 3)
     assert torch.get_num_threads() == before
+
+
+def test_pack_packs_what_changed_and_only_that(small_blocks: None) -> None:
+    rng = np.random.default_rng(5)
+    vecs = dataset(rng, "random", 3000, 48, 0.0)
+    idx = build(vecs)
+    assert idx._loose[:3000].all()                                # nothing packed before a full scan
+    assert idx.pack() == 1 and not idx._loose[:3000].any()        # 3000 rows: one block of 4096
+    assert idx.pack() == 0
+    idx.remove(7)
+    assert idx.pack() == 0 and idx.pack(0) == 1                   # 1 changed row: under LOOSE_MAX, unless 0
+    assert_same_top_k(idx, np.where(np.arange(3000)[:, None] == 7, 0, vecs).astype(np.float32), vecs[9],
+                      idx.live().copy(), 4)

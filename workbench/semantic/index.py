@@ -24,7 +24,8 @@ Rows added or changed after their block was packed are "loose": scored exactly i
 `LOOSE_MAX` of them gather in a block, when the block is packed again at the next full scan
 (amortised: one pack per `LOOSE_MAX` changes). Without the int8 kernels (no torch, another CPU) the
 full scan is the plain float32 one. One session's rows (few candidates) are gathered and scored in
-float32 directly, as before.
+float32 directly, as before. A search may pack blocks, so it changes the index: callers serialise
+it with writes (the cache holds its lock).
 """
 
 from __future__ import annotations
@@ -200,6 +201,25 @@ class VectorIndex:
         packed = 0 if self._q8 is None else sum(p is not None for p in self._q8.packed) * BLOCK * (self.dim + 4)
         return own + packed
 
+    def pack(self, loose_max: int | None = None) -> int:
+        """Pack again the int8 blocks holding more than `loose_max` (LOOSE_MAX unless given; 0: any)
+        rows added or changed since they were packed; returns how many. A full scan does this by
+        itself (about 25 ms a block of 4096); a caller that has just loaded many entries can call
+        it to keep that cost out of the first lookup."""
+        if self._q8 is None:
+            return 0
+        most = LOOSE_MAX if loose_max is None else loose_max
+        blocks = -(-self._n // BLOCK)
+        self._q8.ensure(blocks)
+        packed = 0
+        for b in range(blocks):
+            lo, hi = b * BLOCK, min((b + 1) * BLOCK, self._n)
+            if np.count_nonzero(self._loose[lo:hi]) > most:
+                self._q8.pack(b, self._m[lo:hi])
+                self._loose[lo:hi] = False
+                packed += 1
+        return packed
+
     def search(self, q: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k rows under `mask` (a boolean array over the used rows) most similar to `q`
         (vectors are normalised: the dot product is the cosine), best first."""
@@ -229,13 +249,7 @@ class VectorIndex:
         """Every row under `mask` that can be in the top k: those whose int8 score is within
         2·eps of the k-th best (see the module docstring for why that is safe)."""
         q8, t, n = self._q8, self._q8.t, self._n     # type: ignore[union-attr]
-        blocks = -(-n // BLOCK)
-        q8.ensure(blocks)
-        for b in range(blocks):                       # pack blocks with too many loose rows
-            lo, hi = b * BLOCK, min((b + 1) * BLOCK, n)
-            if np.count_nonzero(self._loose[lo:hi]) > LOOSE_MAX:
-                q8.pack(b, self._m[lo:hi])
-                self._loose[lo:hi] = False
+        self.pack()
         approx, eps = q8.scores(q, n)
         loose = np.flatnonzero(self._loose[:n] & mask)
         if len(loose):                                # their float32 score stands in for the int8 one
