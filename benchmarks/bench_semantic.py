@@ -178,7 +178,7 @@ def main() -> None:
     # the current index and the previous scan on one thread, interleaved: the scans compared; then
     # the previous one as it ran (torch's thread setting as the process has it) on its own, since
     # a 2-thread torch call leaves a spinning thread behind that slows whatever runs next
-    shared = {"shared": build(args, vecs, 1, False), "shared, previous, 1 thread": build(args, vecs, 1, 1)}
+    shared = {"shared": build(args, vecs, 1, None), "shared, previous, 1 thread": build(args, vecs, 1, 1)}
     results = lookups(args, vecs, shared)
     del shared
     results.update(lookups(args, vecs, {"shared, previous as was": build(args, vecs, 1, 0)}))
