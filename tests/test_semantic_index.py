@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.semantic import index as index_module
-from workbench.semantic.index import VectorIndex, _one_thread
+from workbench.semantic.index import VectorIndex, _kth_at_most, _one_thread
 
 TOL = 1e-5      # float32 sums of 512 products in another order differ by far less than this
 
@@ -167,3 +167,16 @@ def test_pack_packs_what_changed_and_only_that(small_blocks: None) -> None:
     assert idx.pack() == 0 and idx.pack(0) == 1                   # 1 changed row: under LOOSE_MAX, unless 0
     assert_same_top_k(idx, np.where(np.arange(3000)[:, None] == 7, 0, vecs).astype(np.float32), vecs[9],
                       idx.live().copy(), 4)
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3000), k=st.integers(1, 20),
+       hidden=st.sampled_from([0.0, 0.5, 0.99]), ties=st.booleans())
+def test_the_cut_is_never_above_the_kth_best(seed: int, n: int, k: int, hidden: float, ties: bool) -> None:
+    rng = np.random.default_rng(seed)
+    scores = (rng.integers(0, 5, n) if ties else rng.standard_normal(n)).astype(np.float32)
+    scores[rng.random(n) < hidden] = -np.inf                     # rows outside the mask
+    finite = np.sort(scores[np.isfinite(scores)])[::-1]
+    if len(finite) < k:
+        return
+    got = _kth_at_most(scores, k)
+    assert np.isfinite(got) and got <= finite[k - 1]

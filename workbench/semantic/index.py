@@ -137,6 +137,19 @@ class _Int8Blocks:
         return t.cat(parts)[:n], eps * (1 + 1e-6)
 
 
+def _kth_at_most(scores: np.ndarray, k: int, group: int = 256) -> float:
+    """A value at or below the k-th largest of `scores` (k of them finite): the k-th largest of
+    the maxima of groups of `group` rows, since k distinct rows reach it. Close to the k-th
+    largest itself when the best rows are spread over the groups; a max over groups costs a
+    quarter of a top-k over 100k scores."""
+    whole = len(scores) - len(scores) % group
+    maxima = scores[:whole].reshape(-1, group).max(axis=1)
+    if whole < len(scores):
+        maxima = np.append(maxima, scores[whole:].max())
+    kth = float(np.partition(maxima, -k)[-k]) if k <= len(maxima) else -np.inf
+    return kth if np.isfinite(kth) else float(np.partition(scores, -k)[-k])
+
+
 class VectorIndex:
     def __init__(self, dim: int, capacity: int = 1024):
         self.dim = dim
@@ -255,5 +268,4 @@ class VectorIndex:
         if len(loose):                                # their float32 score stands in for the int8 one
             approx[t.from_numpy(loose)] = t.from_numpy(self._m[loose] @ q)
         scores = np.where(mask, approx.numpy(), -np.inf)
-        kth = float(t.topk(t.from_numpy(scores), k, sorted=False).values.min())
-        return np.flatnonzero(scores >= kth - 2 * eps)
+        return np.flatnonzero(scores >= _kth_at_most(scores, k) - 2 * eps)
