@@ -97,18 +97,25 @@ class _Int8Blocks:
     def pack(self, b: int, rows: np.ndarray) -> None:
         """Quantize `rows` (float32, up to BLOCK of them) per row to int8 and pack them."""
         t = self.t
-        v = np.zeros((BLOCK, self.dim), np.float32)
-        v[: len(rows)] = rows
         # each row's scale is a float32 value: fbgemm keeps scales in float32, and the error
         # bound must be measured against exactly what the kernel multiplies by
-        scale = (np.abs(v).max(axis=1) / 127).astype(np.float32)
+        scale = np.ones(BLOCK, np.float32)
+        scale[: len(rows)] = np.abs(rows).max(axis=1) / 127
         scale[scale == 0] = 1.0
-        wq = np.clip(np.rint(v / scale[:, None]), -127, 127).astype(np.int8)
-        deq = wq.astype(np.float64) * scale[:, None].astype(np.float64)
-        v64 = v.astype(np.float64)
+        tmp = rows / scale[: len(rows), None]          # one float32 temporary, rounded in place
+        np.clip(np.rint(tmp, out=tmp), -127, 127, out=tmp)
+        wq = np.zeros((BLOCK, self.dim), np.int8)
+        wq[: len(rows)] = tmp
+        del tmp
+        err = norm = 0.0
+        for lo in range(0, len(rows), 512):           # float64 in slices: no 16 MB temporaries
+            v64 = rows[lo:lo + 512].astype(np.float64)
+            deq = wq[lo:lo + 512][: len(v64)].astype(np.float64) * scale[lo:lo + len(v64), None].astype(np.float64)
+            err = max(err, float(np.linalg.norm(v64 - deq, axis=1).max()))
+            norm = max(norm, float(np.linalg.norm(v64, axis=1).max()))
         # rounded up a little: the norms themselves are computed in floating point
-        self.err[b] = float(np.linalg.norm(v64 - deq, axis=1).max()) * (1 + 1e-6) + 1e-12
-        self.norm[b] = float(np.linalg.norm(v64, axis=1).max()) * (1 + 1e-6)
+        self.err[b] = err * (1 + 1e-6) + 1e-12
+        self.norm[b] = norm * (1 + 1e-6)
         with warnings.catch_warnings():
             # quantized tensors are deprecated in torch (kept through the versions pyproject allows)
             warnings.simplefilter("ignore", UserWarning)
