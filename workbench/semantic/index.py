@@ -3,12 +3,15 @@ top k of a float32 brute-force scan, with float32 similarities. Beside each row,
 columns (session, version set, expiry, state) let a lookup filter with array operations instead of
 a Python loop over the entries. Rows are reused after deletion.
 
-Speed. A float32 scan of 100k × 512 reads 205 MB per lookup; torch's float16 scan (the previous
-design) was bound by its arithmetic, not by memory: 5.5 ms of a 6.2 ms lookup on this 2-core
-machine. Where torch's int8 kernels (fbgemm, on x86) are installed, the full scan instead reads an
-int8 copy of the matrix (one byte per dimension, each row with its own scale) in packed blocks of
-`BLOCK` rows, with the query on a 7-bit grid: integer dot products, exact, then scaled. Measured
-side by side (benchmarks/bench_semantic.py, 100k × 512): see docs/semantic.md "Speed".
+Speed. A float32 scan of 100k × 512 reads 205 MB per lookup. torch's float16 scan (the previous
+design: 100 MB) was bound by its arithmetic, not by memory. Where torch's int8 kernels (fbgemm, on
+x86) are installed, the full scan instead reads an int8 copy of the matrix (one byte per dimension,
+each row with its own scale: 51 MB) in packed blocks of `BLOCK` rows, with the query on a 7-bit
+grid: integer dot products, exact, then scaled. Measured side by side on this shared 2-core
+machine (benchmarks/bench_semantic.py, 100k × 512, load average 1.4–3.2): the scan alone 3.9–4.2 ms
+against 7.1–7.5 ms for the float16 one on one thread; a whole shared-scope lookup 4.6–4.8 ms
+against 5.0–23 ms for the float16 scan as it ran (on 2 threads: see `_one_thread`). Memory: about
+2,600 bytes per entry against 3,090 (the float16 copy was 1,024, the packed int8 one is ~550).
 
 Exact, not probably right. The int8 score s_i differs from the true cosine q·v_i by at most
 
@@ -16,9 +19,11 @@ Exact, not probably right. The int8 score s_i differs from the true cosine q·v_
 
 (Cauchy–Schwarz on q·v − q~·v~ = (q − q~)·v + q~·(v − v~); q~, v~ the quantized vectors, whose
 errors are known: |v_i − v~_i| is measured for every row when its block is packed). So if t is the
-k-th best int8 score, every row of the true top k has s_i ≥ t − 2·eps, and those rows — all of
-them, however many near-duplicates there are — are scored again in float32. Typically a few
-dozen rows are; a cluster of near-duplicates makes it the whole cluster, never a wrong answer.
+k-th best int8 score (or any value below it: the search takes the k-th best of the maxima of
+groups of 256 rows, which is cheaper), every row of the true top k has s_i ≥ t − 2·eps, and those rows — all of
+them, however many near-duplicates there are — are scored again in float32: about 200 rows for the
+benchmark's queries (at most 908); a cluster of near-duplicates makes it the whole cluster, never a
+wrong answer.
 
 Rows added or changed after their block was packed are "loose": scored exactly in float32 until
 `LOOSE_MAX` of them gather in a block, when the block is packed again at the next full scan
