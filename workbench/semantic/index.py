@@ -35,6 +35,7 @@ it with writes (the cache holds its lock).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import warnings
 from collections.abc import Iterator
@@ -55,8 +56,10 @@ QMAX = 63             # the query's grid: 7 bits, so u8·s8 pairs cannot saturat
 F32_EPS = float(np.finfo(np.float32).eps)
 
 
+@functools.cache
 def _int8_kernels() -> Any:
-    """torch, where its fbgemm int8 linear with float output can be used; else None."""
+    """torch, where its fbgemm int8 linear with float output works as the error bound assumes;
+    else None (the float32 scan). Checked once per process, on a small case."""
     if importlib.util.find_spec("torch") is None:
         return None
     torch = require("torch", "the int8 scan")
@@ -64,7 +67,29 @@ def _int8_kernels() -> Any:
     op = getattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32", None)
     if op is None or "fbgemm" not in qb.supported_engines or qb.engine not in ("x86", "fbgemm"):
         return None
-    return torch
+    try:
+        return torch if _kernel_agrees(torch) else None
+    except (AttributeError, RuntimeError, TypeError):   # an API that moved: quantized tensors are deprecated
+        return None
+
+
+def _kernel_agrees(torch: Any) -> bool:
+    """The kernel on random integers gives the integer dot products, scaled: the model the bound
+    is built on (a saturating int16 step, say, would show here)."""
+    rng = np.random.default_rng(0)
+    # on the grids already (each row's largest value 127 steps, the query's QMAX): no rounding
+    ints = rng.integers(-127, 128, (BLOCK, 64))
+    ints[:, 0] = 127
+    rows = ints.astype(np.float32) * np.float32(0.01)
+    qi = rng.integers(-QMAX, QMAX + 1, 64)
+    qi[0] = QMAX
+    q = qi.astype(np.float32) * np.float32(0.5)
+    blocks = _Int8Blocks(torch, 64)
+    blocks.ensure(1)
+    blocks.pack(0, rows)
+    got, _ = blocks.scores(q, BLOCK)
+    want = rows.astype(np.float64) @ q.astype(np.float64)
+    return bool(np.allclose(got.numpy(), want, rtol=1e-5, atol=1e-5))
 
 
 @contextmanager
