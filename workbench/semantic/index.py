@@ -97,7 +97,9 @@ def _one_thread(torch: Any) -> Iterator[None]:
     """Run the scan's torch calls on SCAN_THREADS threads, then restore the setting. On a machine
     whose cores are busy (this 2-core one: load average 2 to 8 while tests run), a 2-thread
     torch call waits for its second thread to be scheduled: measured 12 ms per int8 block with
-    2 threads against 0.2 ms with one. The scan is a few milliseconds; one thread is enough."""
+    2 threads against 0.2 ms with one. The scan is a few milliseconds; one thread is enough. The
+    setting is process-wide: a torch call another thread starts during the scan runs on one thread
+    too (measured: the other thread sees 1)."""
     before = torch.get_num_threads()
     if before != SCAN_THREADS:
         torch.set_num_threads(SCAN_THREADS)
