@@ -520,4 +520,5 @@ class SemanticCache:
                           meta.get("shadow_agreed", 0), meta.get("current_text", ""), meta.get("window_text", ""))
                 self._insert(e, vec)
                 n += 1
+            self.index.pack(0)          # quantize now, not in the first lookup after a bulk load
         return n
