@@ -104,8 +104,11 @@ class USEEmbedder:
     name = "use-multilingual-v3"
     dim = 512
 
-    def __init__(self, threads: int = 2):
-        self.threads = threads        # the numpy forward pass's BLAS threads: more than the cores is slower
+    def __init__(self, threads: int = 1):
+        # the numpy forward pass's BLAS threads. One: on 2 cores with other work running, a 2-thread
+        # call waits for its second thread (a context: median 15 ms, p95 144 ms, against 8.4 / 17
+        # on one thread); quiet, two are faster (5.0 against 7.0 ms)
+        self.threads = threads
         self._model = None
         self._lock = threading.Lock()
 
