@@ -107,6 +107,20 @@ def test_the_confirm_tier_serves_a_near_miss_only_when_the_words_confirm_it() ->
     assert not j2.contained and not decide(0.52, j2, th)[0]               # "auto top-up" never said
 
 
+def test_a_near_miss_that_names_most_of_the_cached_request_is_confirmed() -> None:
+    from workbench.semantic.cache import CONFIRM_COVERAGE, CONFIRM_COVERAGE_CJK, Judgement
+    th = Thresholds(high=0.98, low=0.6)
+    most = Judgement(vetoes=(), contained=False, agrees=True, coverage=CONFIRM_COVERAGE, differences=())
+    hit, _, why = decide(0.45, most, th)
+    assert hit and "confirmed" in why and "50%" in why
+    assert not decide(0.45, Judgement((), False, True, CONFIRM_COVERAGE - 0.01, ()), th)[0]   # too few words
+    assert not decide(0.45, Judgement((), False, False, 1.0, ()), th)[0]                       # fingerprints differ
+    assert not decide(0.45, Judgement(("negation flipped",), True, True, 1.0, ()), th)[0]      # a guard objects
+    zh = Judgement((), False, True, CONFIRM_COVERAGE, (), cjk=True)
+    assert not decide(0.45, zh, th)[0]                               # Chinese: 90% of the characters
+    assert decide(0.45, Judgement((), False, True, CONFIRM_COVERAGE_CJK, (), cjk=True), th)[0]
+
+
 def test_another_kind_of_the_same_thing_in_chinese() -> None:
     swap = modifier_swaps("对，那这个要怎么添加？", "user: 我发现赡养老人专项附加扣除没填。",
                           "个税App里办2023年度汇算，子女教育专项附加扣除怎么添加？")
