@@ -116,6 +116,8 @@ def test_a_near_miss_that_names_most_of_the_cached_request_is_confirmed() -> Non
     assert not decide(0.45, Judgement((), False, True, CONFIRM_COVERAGE - 0.01, ()), th)[0]   # too few words
     assert not decide(0.45, Judgement((), False, False, 1.0, ()), th)[0]                       # fingerprints differ
     assert not decide(0.45, Judgement(("negation flipped",), True, True, 1.0, ()), th)[0]      # a guard objects
+    short = decide(0.7, Judgement((), False, True, 0.1, ()), th)      # in the band: says which share fell short
+    assert not short[0] and "names only 10% of the cached request's content words (at least 20% needed)" in short[2]
     zh = Judgement((), False, True, CONFIRM_COVERAGE, (), cjk=True)
     assert not decide(0.45, zh, th)[0]                               # Chinese: 90% of the characters
     assert decide(0.45, Judgement((), False, True, CONFIRM_COVERAGE_CJK, (), cjk=True), th)[0]

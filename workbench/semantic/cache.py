@@ -267,6 +267,12 @@ def decide(similarity: float, j: Judgement, thresholds: Thresholds, state: str =
     elif j.agrees and j.coverage >= (MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE):
         why = (f"similar (similarity {s:.3f}, between {th.low} and {th.high}), and the fingerprints agree: the same "
                f"action, the same things named")
+    elif j.agrees:        # the fingerprints agree, the words do not: say which share fell short
+        need = MIN_COVERAGE_CJK if j.cjk else MIN_COVERAGE
+        unit = "characters" if j.cjk else "content words"
+        return False, False, (f"not reused: similar (similarity {s:.3f}, between {th.low} and {th.high}) and the "
+                              f"fingerprints agree, but the new context names only {j.coverage:.0%} of the cached "
+                              f"request's {unit} (at least {need:.0%} needed)")
     else:
         differ = '; '.join(j.differences) or 'they name too few of the same things'
         return False, False, (f"not reused: similar (similarity {s:.3f}, between {th.low} and {th.high}), but the "
