@@ -86,6 +86,11 @@ def test_a_name_said_anywhere_in_the_new_conversation_counts() -> None:
     window = "user: I have users.csv and a Python script"
     assert not new.agrees(cached)                                          # names alone: too few shared
     assert new.agrees(cached, (f"how do I load users.csv {window}", ""))    # Python said two turns ago
+    # ... and the other way round: every name of the new question said in the cached conversation
+    gym, freeze = fingerprint("How do I freeze my Fitness membership?"), fingerprint("How do I freeze my PF plan?")
+    assert not gym.agrees(freeze)
+    assert gym.agrees(freeze, ("", "user: i am at planet fitness. how do i freeze my pf plan?"))
+    assert not gym.agrees(freeze, ("", "user: i am at gold's gym. how do i freeze my pf plan?"))
     other = fingerprint("How do I turn it off on my Jeep Wrangler?")
     escape = fingerprint("How do I turn off the auto start-stop on a 2019 Ford Escape?")
     # the cached request's car is nowhere in the new conversation

@@ -155,8 +155,10 @@ class Fingerprint:
         b = {e for e in other.entities if not e[:1].isdigit()}
         if not (a and b) or len(a & b) / len(a | b) >= 1 / 3:
             return True
-        mine = texts[0].lower()         # every name of the cached request, somewhere in the new context
-        return bool(mine) and all(e.lstrip("#").lower() in mine for e in b)
+        mine, theirs = texts[0].lower(), texts[1].lower()
+        # every name of the cached request somewhere in the new context, or the other way round
+        return (bool(mine) and all(e.lstrip("#").lower() in mine for e in b)) or \
+            (bool(theirs) and all(e.lstrip("#").lower() in theirs for e in a))
 
     def vetoes(self, other: "Fingerprint") -> list[str]:
         """Differences that forbid a hit at any similarity: a flipped negation ("turn A on" / "do not
