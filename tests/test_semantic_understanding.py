@@ -74,6 +74,16 @@ def test_negation_counts_in_the_clause_that_asks() -> None:
     assert fingerprint("Don't restart it. How do I drain the node?").negated is False   # the background says it
 
 
+def test_asking_not_to_do_something_is_asking_to_turn_it_off() -> None:
+    stop, off = fingerprint("百词斩怎么让它别推了？"), fingerprint("百词斩怎么关闭每天的学习提醒推送？")
+    assert stop.negated and not off.negated and off.action == "disable"
+    assert not stop.vetoes(off) and not off.vetoes(stop)
+    # ... but not when the negation is of that very action, nor against a request to turn it on
+    never = fingerprint("How do I make it never disable the firewall?")
+    assert never.vetoes(fingerprint("How do I disable the firewall?"))
+    assert fingerprint("怎么让它别推了？").vetoes(fingerprint("怎么打开推送？"))
+
+
 def test_a_named_action_against_none_does_not_agree() -> None:
     blur, unblur = fingerprint("How do I blur my background in Zoom?"), fingerprint("How do I turn the blur off?")
     assert blur.action in ("", "howto") and unblur.action == "disable" and not unblur.agrees(blur)

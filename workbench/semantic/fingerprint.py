@@ -167,7 +167,11 @@ class Fingerprint:
         deploy logs" / "how do I deploy", "how long" / "how much"). Embeddings put these pairs close
         together; no threshold separates them."""
         out = []
-        if self.negated != other.negated:
+        plain, negative = (other, self) if self.negated else (self, other)
+        # "怎么让它别推了" / "怎么关闭推送": not doing something is what turning it off asks for; but
+        # "don't disable the firewall" / "disable the firewall" is still the opposite
+        if self.negated != other.negated and not (plain.action in ("disable", "delete")
+                                                   and negative.action != plain.action):
             out.append("negation flipped: one question says not to do what the other asks")
         pair = {self.action, other.action}
         if pair in OPPOSITE_ACTIONS:
@@ -225,6 +229,7 @@ ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "co
               "whether": "whether (yes or no)", "consequence": "what follows"}
 # "can I ...?", "is it still possible to ...?", "能改吗？" ask whether something can be done: how to do it
 _HOW = re.compile(r"\bhow\b|怎么|如何|怎样", re.I)
+_POSSIBLE = re.compile(r"\b(?:possible|any way|a way)\b|有办法|有没有办法", re.I)
 
 
 def _does(action: str) -> str:
@@ -302,8 +307,8 @@ def asks_of(text: str) -> frozenset[str]:
     kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
     if "place" in kinds and PROCEDURAL_WHERE.search(asked) and not _LOOK.search(asked):
         kinds.discard("place")
-    if "whether" in kinds and _HOW.search(asked):   # "does it have a dark mode? how do I switch it on?"
-        kinds.discard("whether")
+    if "whether" in kinds and (_HOW.search(asked) or _POSSIBLE.search(asked)):
+        kinds.discard("whether")        # "does it have a dark mode? how do I switch it on?", "any way to…?"
     if kinds & {"cost", "time"}:          # "how much does it cost", "how many days does it take"
         kinds.discard("amount")
     return frozenset(kinds)
