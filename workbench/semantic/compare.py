@@ -32,7 +32,7 @@ FUNCTION_WORDS = frozenset(
     "his her im i'm i've i'd ok okay hi hello hey thanks thank sorry yes yeah yep not still again now way one "
     "really actually quick question anyway right well isn aren don doesn didn won wouldn shouldn couldn wasn "
     "weren haven hasn yup ugh lol haha hmm oh cool great awesome nice btw fyi tbh too very already even "
-    "much through via using into onto".split())
+    "much through via using into onto before after during while".split())
 ZH_STOP = frozenset("的了吗呢吧啊呀和与或在是我你他她它们这那个就都也还要想能可会怎么如何请问一下有没"
                     "把给被让么什哪儿多少几啥")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'./-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?|[\u4e00-\u9fff]+")

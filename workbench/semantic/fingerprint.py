@@ -28,7 +28,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
                 "关了", "怎么关", "关上"),
     "enable": ("enable", "turn on", "switch on", "activate", "start", "打开", "开启", "启用", "启动", "开通"),
     "delete": ("delete", "remove", "drop", "uninstall", "cancel", "删除", "移除", "卸载", "取消", "删掉"),
-    "create": ("create", "add", "make", "set up", "new", "install", "创建", "新建", "添加", "安装", "新增"),
+    "create": ("create", "add", "set up", "install", "创建", "新建", "添加", "安装", "新增"),
     "migrate": ("migrate", "move", "transfer", "port", "迁移", "搬迁", "转移"),
     "deploy": ("deploy", "release", "ship", "roll out", "publish", "部署", "上线", "发布"),
     "update": ("update", "upgrade", "change", "modify", "edit", "rename", "更新", "升级", "修改", "更改", "改成"),
