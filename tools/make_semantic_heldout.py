@@ -80,6 +80,8 @@ def build_cases(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     context, cached = entry["context"], entry.get("cached", block["cached"])
                 else:
                     context, cached = entry, block["cached"]
+                if context == cached:  # a pair of one conversation with itself tests nothing
+                    raise DataFileError(f"{case_id}: context and cached_context are identical")
                 if case_id in seen_ids:
                     raise DataFileError(f"duplicate id {case_id}")
                 seen_ids.add(case_id)
@@ -94,9 +96,11 @@ def build_cases(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return cases
 
 
-def main(argv: list[str]) -> int:
-    out = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT
-    cases = build_cases(load_yaml(SOURCE)["scenarios"])
+def main(argv: list[str], source: Path = SOURCE, default_out: Path = DEFAULT_OUT) -> int:
+    """Expand `source` into `argv[1]` (or `default_out`). make_semantic_dev2.py calls it with its
+    own source: the notation is the same."""
+    out = Path(argv[1]) if len(argv) > 1 else default_out
+    cases = build_cases(load_yaml(source)["scenarios"])
     out.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(c, ensure_ascii=False, sort_keys=False) + "\n" for c in cases)
     out.write_text(text, encoding="utf-8", newline="\n")
