@@ -141,6 +141,16 @@ def open_page(browser, url: str, errors: list[str], *, step_ms: int, first_ms: i
     return page
 
 
+def checked_page(browser, url: str, *, step_ms: int, first_ms: int):  # type: ignore[no-untyped-def]
+    """For a pytest fixture: `open_page`, yielded; afterwards its context closed and no page error
+    or non-local request allowed."""
+    errors: list[str] = []
+    page = open_page(browser, url, errors, step_ms=step_ms, first_ms=first_ms)
+    yield page
+    page.context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.05) -> None:
     """Poll `condition` until it holds; an AssertionError naming `what` after `timeout_s`."""
     deadline = time.monotonic() + timeout_s

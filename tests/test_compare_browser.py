@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, serving
-from browser import open_page as browser_page
+from browser import AppServer, checked_page, serving
 
 try:
     from playwright.sync_api import expect
@@ -32,11 +31,7 @@ def server(tmp_path_factory) -> Iterator[AppServer]:  # type: ignore[no-untyped-
 
 @pytest.fixture
 def page(browser, server: AppServer):  # type: ignore[no-untyped-def]
-    errors: list[str] = []
-    page = browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
-    yield page
-    page.context.close()
-    assert not errors, f"errors in the page: {errors}"
+    yield from checked_page(browser, server.url, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
 
 
 def open_compare(page) -> None:  # type: ignore[no-untyped-def]

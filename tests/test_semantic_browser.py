@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, serving, wait_for
-from browser import open_page as browser_page
+from browser import AppServer, checked_page, serving, wait_for
 
 from workbench.semantic.evaluate import load_dataset
 from workbench.ui.semantic_labels import LABELS_FILE
@@ -42,11 +41,7 @@ def server(home: Path) -> Iterator[AppServer]:
 
 @pytest.fixture
 def page(browser, server: AppServer):  # type: ignore[no-untyped-def]
-    errors: list[str] = []
-    page = browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
-    yield page
-    page.context.close()
-    assert not errors, f"errors in the page: {errors}"
+    yield from checked_page(browser, server.url, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
 
 
 def lines_of(path: Path) -> list[dict]:
