@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from browser import ROOT, AppServer, app_command
+from inline_host import InlineHost
 
 from workbench.errors import FileAccessError, OverwriteNeeded, SessionFileError
 from workbench.ui.controller import Controller
@@ -42,29 +43,14 @@ SAMPLES = sample_sessions()
 SMALL = "openai_minimal.json"      # two turns: exports in seconds
 
 
-class Host:
+class Host(InlineHost):
     """The Controller's hooks, run inline: what a page would show is recorded."""
 
     def __init__(self) -> None:
         self.errors: list[str] = []
 
-    def call_later(self, delay_ms: int, fn: Any) -> None:
-        fn()
-
-    def call_from_thread(self, fn: Any) -> None:
-        fn()
-
     def show_error(self, message: str) -> None:
         self.errors.append(message)
-
-    def show_result(self, result: Any) -> None: ...
-    def show_summary(self, result: Any) -> None: ...
-    def show_editor(self, structural: bool) -> None: ...
-    def show_edit_error(self, error: dict) -> None: ...
-    def show_panels(self, panels: Any) -> None: ...
-    def show_autosaved(self) -> None: ...
-    def show_progress(self, text: str) -> None: ...
-    def show_panels_failed(self, error: str) -> None: ...
 
 
 def tree(folder: Path) -> dict[str, bytes | None]:

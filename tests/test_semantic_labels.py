@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inline_host import InlineHost
 
 from workbench.errors import FileAccessError, WorkbenchError
 from workbench.semantic.embedders import HashingEmbedder
@@ -177,24 +178,7 @@ def test_writers_in_other_processes_lose_no_label(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the tab, state and controller
-class Host:
-    """The Controller's hooks, run inline."""
-
-    def call_later(self, delay_ms: int, fn: Any) -> None:
-        fn()
-
-    def call_from_thread(self, fn: Any) -> None:
-        fn()
-
-    def show_error(self, message: str) -> None: ...
-    def show_result(self, result: Any) -> None: ...
-    def show_summary(self, result: Any) -> None: ...
-    def show_editor(self, structural: bool) -> None: ...
-    def show_edit_error(self, error: dict) -> None: ...
-    def show_panels(self, panels: Any) -> None: ...
-    def show_autosaved(self) -> None: ...
-    def show_progress(self, text: str) -> None: ...
-    def show_panels_failed(self, error: str) -> None: ...
+Host = InlineHost          # the Controller's hooks, run inline
 
 
 def looked_up(state: WorkbenchState, controller: Controller) -> tuple[Any, Any, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from inline_host import InlineHost
 
 from workbench import Assembler
 from workbench.ui.controller import Controller, message_counts
@@ -100,30 +101,16 @@ def test_opening_another_session_forgets_the_steps() -> None:
     assert s.undo() is None and s.undo(redo=True) is None
 
 
-class Host:
+class Host(InlineHost):
     def __init__(self) -> None:
         self.results: list[Any] = []
         self.editor: list[bool] = []
-
-    def call_later(self, delay_ms: int, fn: Any) -> None:
-        fn()
-
-    def call_from_thread(self, fn: Any) -> None:
-        fn()
 
     def show_result(self, result: Any) -> None:
         self.results.append(result)
 
     def show_editor(self, structural: bool) -> None:
         self.editor.append(structural)
-
-    def show_summary(self, result: Any) -> None: ...
-    def show_error(self, message: str) -> None: ...
-    def show_edit_error(self, error: dict) -> None: ...
-    def show_panels(self, panels: Any) -> None: ...
-    def show_autosaved(self) -> None: ...
-    def show_progress(self, text: str) -> None: ...
-    def show_panels_failed(self, error: str) -> None: ...
 
 
 def test_the_editor_undo_operation_and_the_button_go_through_the_controller() -> None:
