@@ -227,3 +227,15 @@ def test_a_lookup_with_the_default_embedder_reuses_a_chinese_paraphrase_and_not_
     swap = c.lookup("s1", [u("我们家的洗衣机不是海尔的，是小天鹅的滚筒。"), a("明白。"),
                            u("它的童锁怎么解除？")], V)
     assert not swap.hit
+
+
+def test_long_hostile_messages_are_read_in_one_pass() -> None:
+    """A request can be as long as a client sends. These rules once searched the text from every
+    start (a yes-or-no ending, "not X", another kind of the same thing): 50,000 characters took
+    minutes. They read each text a bounded number of times now, and still find what they should."""
+    n = 50_000
+    assert asks_of("我" * n + "会扣钱吗？") == frozenset({"whether"})
+    assert asks_of("a " * n + "how do I do it?") == frozenset()
+    window = "user: not Abc " * n + "not Haier, it is a Bosch"
+    assert ruled_out("how?", window, "How do I reset a Haier washer?") == ["haier"]
+    assert modifier_swaps("那这个要怎么添加？", "赡养老人专项附加扣除" * n, "子女教育专项附加扣除怎么添加？")

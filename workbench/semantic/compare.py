@@ -288,24 +288,51 @@ _GLUE = frozenset("的了吗呢吧啊呀和与或在是就都也还要想能可�
 
 def modifier_swaps(query_current: str, query_window: str, entry_current: str) -> list[str]:
     """(cached "m h", new "m' h") pairs in Chinese text: see above."""
-    new = f"{query_current}\n{query_window}"
+    new: _Grams | None = None
     out = []
     for run in re.findall(r"[\u4e00-\u9fff]{5,}", question(entry_current)):
+        new = new or _Grams(f"{query_current}\n{query_window}")
         for cut in range(2, len(run) - 2):
             mod = run[cut - 2:cut]
             heads = [run[cut:cut + n] for n in (5, 4, 3) if cut + n <= len(run) and run[cut:cut + n] in new]
             if not heads or any(c in _GLUE for c in mod) or mod in new:
                 continue
-            head = heads[0]
-            other = next((m.group(0) for at in _starts(new, head)
-                          if (m := _ZH_MOD.search(new[max(0, at - 2):at]))), None)
+            other = new.modifier_before(heads[0])
             if other and not any(c in _GLUE for c in other) and not set(other) & set(mod):
-                out.append(f"{mod}{head} / {other}{head}")
+                out.append(f"{mod}{heads[0]} / {other}{heads[0]}")
     return sorted(set(out))
 
 
-def _starts(text: str, part: str) -> list[int]:
-    return [m.start() for m in re.finditer(re.escape(part), text)]
+class _Grams:
+    """Where each Chinese 2- to 5-gram of a text starts, built once: a lookup per cut of the cached
+    request, not a search of the whole text (that was quadratic for long texts)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.at: dict[str, list[int]] = {}
+        for m in re.finditer(r"[\u4e00-\u9fff]{2,}", text):
+            for k in range(2, 6):
+                for i in range(m.start(), m.end() - k + 1):
+                    self.at.setdefault(text[i:i + k], []).append(i)
+        self._before: dict[str, str | None] = {}
+
+    def __contains__(self, gram: str) -> bool:
+        return gram in self.at
+
+    def modifier_before(self, head: str) -> str | None:
+        """The two Chinese characters right before the first occurrence of `head` that has them,
+        occurrences taken left to right without overlap (as a regular-expression scan finds them)."""
+        if head not in self._before:
+            found, end = None, -1
+            for at in self.at.get(head, ()):
+                if at < end:
+                    continue                       # overlaps the occurrence before
+                end = at + len(head)
+                if at >= 2 and _ZH_MOD.fullmatch(self.text[at - 2:at]):
+                    found = self.text[at - 2:at]
+                    break
+            self._before[head] = found
+        return self._before[head]
 
 
 # --- "not X, it's Y" ------------------------------------------------------------------------------
@@ -324,6 +351,13 @@ _LEFT_EN = re.compile(r"\b(?:switched|moved|changed|migrated|went|upgraded|downg
 _LEFT_ZH = re.compile(r"从\s*([\u4e00-\u9fffA-Za-z0-9]{2,8}?)\s*(?:换成|换到|改成|改用|转到|迁到|搬到|切到)")
 
 
+def _said_in(word: str, low: str, runs: set[str]) -> bool:
+    """`word` stands in `low` as a whole word (as the regular expression \\bword\\b finds it)."""
+    if re.fullmatch(r"\w+", word):
+        return word in runs
+    return word in low and bool(re.search(rf"\b{re.escape(word)}\b", low))
+
+
 def ruled_out(query_current: str, query_window: str, entry_current: str) -> list[str]:
     """What the new context says it does not mean (or no longer uses), that the cached request asks
     about."""
@@ -331,8 +365,11 @@ def ruled_out(query_current: str, query_window: str, entry_current: str) -> list
     cached = question(entry_current)
     said = [g for rx in (_NOT_EN, _NOT_ZH, _LEFT_EN, _LEFT_ZH) for m in rx.finditer(new) for g in m.groups() if g]
     low = cached.lower()
-    out = {w for x in said if not CJK.search(x) for w in x.lower().split()
-           if len(w) >= 3 and w not in FUNCTION_WORDS and re.search(rf"\b{re.escape(w)}\b", low)}
+    runs = set(re.findall(r"\w+", low))      # a word of letters is said when it is one of these runs
+    words = {w for x in said if not CJK.search(x) for w in x.lower().split()
+             if len(w) >= 3 and w not in FUNCTION_WORDS}
+    # each distinct word once, by set lookup: a hostile text of many "not X" must stay linear
+    out = {w for w in words if _said_in(w, low, runs)}
     return sorted(out | {x for x in said if CJK.search(x) and len(x) >= 2 and x[:2] in cached})
 
 

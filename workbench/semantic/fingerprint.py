@@ -66,7 +66,7 @@ ASPECTS: dict[str, re.Pattern[str]] = {
     # not how; "can I ...?", "is there a way to ...?" and "有没有办法" ask how
     "whether": re.compile(r"^\s*(?:(?:and|so|but|also|ok|okay|then),?\s+)?"
                           r"(?:does|do(?!\s+(?:i|we|you)\s+(?:turn|set|get|make))|is(?!\s+it\s+(?:still\s+)?(?:possible|too\s+late|ok))(?!\s+there\s+a\s+way)(?!\s+it\s+possible)|are|will|would|did|has|have|was|were|"
-                          r"should|must)\b|(?<!有没有)(?<!怎么)(?<!如何)[^怎如哪何谁几能以行]{2,}[吗么][？?]?\s*$|是不是|会不会|是否|能否|"
+                          r"should|must)\b|是不是|会不会|是否|能否|"
                           r"有没有(?!办法|方法)", re.I),
 }
 _SENTENCE = re.compile(r"(?<=[.!?。！？；;])\s*|\s+[—–]+\s+|\s+-{1,2}\s+|(?<=[—–])|"
@@ -227,6 +227,26 @@ ACTION_WORDS = {"disable": "turn something off", "enable": "turn something on",
 ASKS_WORDS = {"place": "where", "time": "when or how long", "person": "who", "cost": "what it costs",
               "amount": "how much or how many", "reason": "why",
               "whether": "whether (yes or no)", "consequence": "what follows"}
+# A Chinese question ending in 吗 asks whether, unless what comes right before it asks how, which or
+# whether it can be done ("怎么…吗", "能…吗"). Read from the end of the text, not by a regular
+# expression searched from every start: that was quadratic in the text's length.
+_MA_END = re.compile(r"[吗么][？?]?\s*$")
+_NOT_YES_NO = frozenset("怎如哪何谁几能以行")
+
+
+def _ends_yes_or_no(text: str) -> bool:
+    """Two or more characters that do not ask otherwise right before a final 吗 (or 么), not
+    preceded by 有没有, 怎么 or 如何."""
+    m = _MA_END.search(text)
+    if not m:
+        return False
+    end = run = m.start()
+    while run > 0 and text[run - 1] not in _NOT_YES_NO:
+        run -= 1
+    return any(text[max(0, i - 3):i] != "有没有" and text[max(0, i - 2):i] not in ("怎么", "如何")
+               for i in range(run, end - 1))
+
+
 # "can I ...?", "is it still possible to ...?", "能改吗？" ask whether something can be done: how to do it
 _HOW = re.compile(r"\bhow\b|怎么|如何|怎样", re.I)
 _POSSIBLE = re.compile(r"\b(?:possible|any way|a way)\b|有办法|有没有办法", re.I)
@@ -305,6 +325,8 @@ def asks_of(text: str) -> frozenset[str]:
     """What kind of answer the question sentences want (ASPECTS); empty for "how do I" / "can I"."""
     asked = question(text)
     kinds = {name for name, rx in ASPECTS.items() if rx.search(asked)}
+    if _ends_yes_or_no(asked):
+        kinds.add("whether")
     if "place" in kinds and PROCEDURAL_WHERE.search(asked) and not _LOOK.search(asked):
         kinds.discard("place")
     if "whether" in kinds and (_HOW.search(asked) or _POSSIBLE.search(asked)):
