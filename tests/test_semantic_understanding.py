@@ -231,7 +231,7 @@ def test_a_lookup_with_the_default_embedder_reuses_a_chinese_paraphrase_and_not_
 
 def test_long_hostile_messages_are_read_in_one_pass() -> None:
     """A request can be as long as a client sends. These rules once searched the text from every
-    start (a yes-or-no ending, "not X", another kind of the same thing): 50,000 characters took
+    start (a yes-or-no ending, "not X", another kind of the same thing, a model's number): 50,000 characters took
     minutes. They read each text a bounded number of times now, and still find what they should."""
     n = 50_000
     assert asks_of("我" * n + "会扣钱吗？") == frozenset({"whether"})
@@ -239,3 +239,5 @@ def test_long_hostile_messages_are_read_in_one_pass() -> None:
     window = "user: not Abc " * n + "not Haier, it is a Bosch"
     assert ruled_out("how?", window, "How do I reset a Haier washer?") == ["haier"]
     assert modifier_swaps("那这个要怎么添加？", "赡养老人专项附加扣除" * n, "子女教育专项附加扣除怎么添加？")
+    # a model's number is read from the words right before it, not by searching the text up to it
+    assert fingerprint("item 1 " * (n // 5) + "on my Bosch Serie 6 washer").entities >= {"1 item", "6"}

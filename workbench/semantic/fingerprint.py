@@ -104,7 +104,7 @@ NUMBER_UNIT = re.compile(r"[$€£¥]?(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)"
                          r"\s*(%|[KMGT]i?B\b|ms\b|个|台|次|条|份|位|张|块|号|月|日|天|年|点|元|"
                          r"小时|分钟|秒)?\s*((?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*|[\u4e00-\u9fff]{1,4})?")
 COUNTERS = set("个台次条份位张")
-MODEL_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z]+\s?$")     # a capitalised word right before
+
 # Chinese units named as the English counted noun, so "满三年" and "3 years" compare equal
 ZH_UNITS = {"年": "year", "月": "month", "日": "day", "天": "day", "小时": "hour", "分钟": "minute", "秒": "second",
             "元": "yuan", "块": "yuan"}
@@ -355,7 +355,7 @@ def entities_of(text: str) -> frozenset[str]:
     for m in NUMBER_UNIT.finditer(text):
         num, unit, words = m.group(1), m.group(2) or "", (m.group(3) or "")
         sign = text[m.start()] if text[m.start()] in CURRENCY else ""
-        if not sign and not unit and MODEL_NAME.search(text[:m.start()]):
+        if not sign and not unit and _after_name(text, m.start()):
             out.add(num)              # "Serie 6 washer", "Pixel 8": a model's number counts nothing
             continue
         if sign:
@@ -387,6 +387,25 @@ def entities_of(text: str) -> frozenset[str]:
         if m.group(1) not in STOP_NAMES:
             out.add(m.group(1).lower())
     return frozenset(out)
+
+
+def _after_name(text: str, end: int) -> bool:
+    """A capitalised word (two letters or more, not the text's first word, not a sentence's first)
+    and at most one space right before `end`: "Serie 6", "Pixel 8". Read backwards from `end`, so a
+    text with many numbers stays linear. A final line break may follow the space."""
+    ends = [end] + ([end - 1] if end > 0 and text[end - 1] == "\n" else [])
+    for e in ends:
+        i = e - 1 if e > 0 and text[e - 1].isspace() else e
+        j = i
+        while j > 0 and ("a" <= text[j - 1] <= "z" or "A" <= text[j - 1] <= "Z"):
+            j -= 1
+        if (i - j >= 2 and "A" <= text[j] <= "Z" and j > 0 and not _WORDCH.match(text[j - 1])
+                and not (j >= 2 and text[j - 2] in ".!?" and text[j - 1].isspace())):
+            return True
+    return False
+
+
+_WORDCH = re.compile(r"\w")
 
 
 def _counted(entities: frozenset[str]) -> dict[str, set[str]]:
