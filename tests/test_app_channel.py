@@ -255,7 +255,10 @@ def test_a_hostile_frame_is_refused_inline_and_typing_goes_on(page, frame: str, 
 def test_a_frame_past_the_hard_limit_closes_the_socket_and_the_model_takes_over(page) -> None:  # type: ignore[no-untyped-def]
     assert sockets_open(page, [1, 1]) == [1, 1]
     page.locator(".wb-message-editor").evaluate("(el, n) => el.wbChannel.send('x'.repeat(n))", HARD_FRAME + 1)
-    expect(channel_error(page)).to_contain_text("closed (1009", timeout=UPDATE_MS)
+    # Tornado closes with 1009 (message too big); a browser still sending the 24 MB frame when the
+    # server drops the connection never reads that close frame and reports 1006 (closed abnormally,
+    # RFC 6455): seen once on a loaded CI machine. Either way the socket is gone, checked next.
+    expect(channel_error(page)).to_contain_text(re.compile(r"closed \((?:1009|1006)"), timeout=UPDATE_MS)
     assert sockets_open(page)[0] == 3
     last_message(page).fill("Edited through the model now.")
     expect(page.locator(".wb-token-view")).to_contain_text("Edited through the model now.", timeout=UPDATE_MS)
