@@ -108,6 +108,7 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
     bad: list[BadLine] = []
     prev: _Prev | None = None
     session = None
+    systems: dict[str, tuple[str, str]] = {}   # this session's system prompts: masked once each
     for name, line, raw in lines:
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
@@ -124,7 +125,7 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
         except WorkbenchError as exc:
             bad.append(BadLine(name, line, f"request: {exc.message}"))
             continue
-        rows.append(_row(len(rows) + 1, prev, asm, res, full, template, item))
+        rows.append(_row(len(rows) + 1, prev, asm, res, full, template, item, systems))
         prev = _Prev(asm, res, full)
     return SessionReport(cid, tuple(rows), tuple(bad))
 
@@ -137,8 +138,12 @@ def _reset(asm: Assembler) -> None:
 
 
 def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: Conversation, template: str,
-         item: LoggedRequest) -> TurnRow:
-    sha, preview = system_key(full)
+         item: LoggedRequest, systems: dict[str, tuple[str, str]]) -> TurnRow:
+    text = system_text(full)
+    key = systems.get(text)
+    if key is None:
+        key = systems[text] = system_key(text)
+    sha, preview = key
     if prev is None:
         return TurnRow(k, res.total_tokens, 0, 0, None, None, template, sha, preview, item.provider)
     if prev.asm is asm:
@@ -177,10 +182,13 @@ def _across(prev: _Prev, asm: Assembler, res: AssemblyResult, full: Conversation
     return len(held), d, [changed, *rest]
 
 
-def system_key(conv: Conversation) -> tuple[str, str]:
+def system_text(conv: Conversation) -> str:
+    return "\n".join(m.content or "" for m in conv.messages if m.role == "system")
+
+
+def system_key(text: str) -> tuple[str, str]:
     """The system prompt's identity across requests: sha256 of its text with volatile values
     (timestamps, ids, dates) masked, so one prompt with a clock in it counts as one prompt."""
-    text = "\n".join(m.content or "" for m in conv.messages if m.role == "system")
     masked = _VOLATILE.sub(VOLATILE_MARK, text)
     preview = " ".join(masked.split())[:PREVIEW_CHARS] if masked.strip() else "(no system prompt)"
     return hashlib.sha256(masked.encode("utf-8")).hexdigest(), preview
