@@ -95,7 +95,7 @@ def saving(p: ProviderParams) -> float:
 
 def _top(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     def lost(kv: tuple[str, Any]) -> int:
-        return kv[1][0] if isinstance(kv[1], list) else kv[1]
+        return int(kv[1][0] if isinstance(kv[1], list) else kv[1])
     return sorted(items, key=lambda kv: (-lost(kv), kv[0]))[:TOP]
 
 
@@ -110,6 +110,7 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
     Assemblers(options).get(options.default_template)
     index = index_logs(paths, strict=strict)
     names = [os.fspath(p) for p in paths]
+    runner: dict[str, Any]
     if ray is None or ray is False:
         tally, runner = _local(index, names, options, progress), {"mode": "local", "address": None, "workers": 1}
     else:
@@ -118,7 +119,7 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
     tally.bad.extend(index.bad)
     if strict and tally.bad:
         raise min(tally.bad, key=lambda b: (names.index(b.file) if b.file in names else 0, b.line)).error()
-    providers = {p: ProviderParams.load(p) for p in COST_PROVIDERS}
+    providers: dict[str, ProviderParams | None] = {p: ProviderParams.load(p) for p in COST_PROVIDERS}
     for c in tally.causes.values():
         for p in c["logged"]:
             if p not in providers:
@@ -139,7 +140,7 @@ def _local(index: LogIndex, names: Sequence[str], options: Options, progress: bo
     assemblers = Assemblers(options)
     tally = Tally()
     bar = _bar(len(index.sessions), progress)
-    for batch in batches(index, 64):
+    for batch in batches(index.ordered(), 64):
         tally.merge(analyze_batch(index.paths, names, batch, assemblers))
         if bar is not None:
             bar.update(len(batch))

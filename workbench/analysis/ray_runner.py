@@ -23,7 +23,7 @@ from .logs import LineRef, LogIndex
 from .session_report import Assemblers, Options
 from .tally import Tally, analyze_batch, batches
 
-BLOCKS_PER_WORKER = 4        # enough batches to balance sessions of uneven length, few enough to stay cheap
+BLOCKS_PER_WORKER = 8        # enough batches to balance sessions of uneven length, few enough to stay cheap
 MIN_BATCH = 8                # sessions per batch at least: a batch is one Ray task's worth of work
 
 
@@ -85,7 +85,7 @@ def _run(ray: Any, index: LogIndex, names: Sequence[str], options: Options, addr
     workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = max(MIN_BATCH, -(-len(index.sessions) // (workers * BLOCKS_PER_WORKER)))
     items = [{"sessions": json.dumps([(cid, [(r.file, r.offset, r.length, r.line) for r in refs])
-                                      for cid, refs in batch])} for batch in batches(index, size)]
+                                      for cid, refs in batch])} for batch in batches(index.ordered(), size)]
     tally = Tally()
     if items:
         ds = ray.data.from_items(items, override_num_blocks=len(items))
@@ -96,3 +96,4 @@ def _run(ray: Any, index: LogIndex, names: Sequence[str], options: Options, addr
         for row in out.iter_rows():
             tally.merge(Tally.from_wire(json.loads(row["tally"])))
     return tally, {"mode": "ray", "address": address, "workers": workers}
+

@@ -148,7 +148,7 @@ def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: 
         return TurnRow(k, res.total_tokens, 0, 0, None, None, template, sha, preview, item.provider)
     if prev.asm is asm:
         t = _compare(asm, k, prev.result, prev.full, res, full, generate=generated_pair)
-        held, reused, causes = t.held_tokens, t.reused_tokens, t.causes
+        held, reused, causes = t.held_tokens, t.reused_tokens, list(t.causes)
     else:
         held, reused, causes = _across(prev, asm, res, full)
     first = causes[0] if causes else None

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .logs import BadLine, LineRef, LogIndex, read_lines
+from .logs import BadLine, LineRef, read_lines
 from .session_report import Assemblers, SessionReport, TurnRow, analyze_session
 
 # Causes no one-click fix addresses: what to do instead (a name for the advice, and the advice).
@@ -117,10 +117,10 @@ def analyze_batch(paths: Sequence[str], names: Sequence[str], batch: Iterable[tu
     return tally
 
 
-def batches(index: LogIndex, size: int) -> Iterator[list[tuple[str, list[LineRef]]]]:
-    """Whole sessions, `size` at a time, in order of first appearance."""
+def batches(sessions: Iterable[tuple[str, list[LineRef]]], size: int) -> Iterator[list[tuple[str, list[LineRef]]]]:
+    """Whole sessions (`LogIndex.ordered()`), `size` at a time."""
     batch: list[tuple[str, list[LineRef]]] = []
-    for item in index.ordered():
+    for item in sessions:
         batch.append(item)
         if len(batch) >= size:
             yield batch
