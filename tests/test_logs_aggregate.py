@@ -72,7 +72,9 @@ SESSIONS = {"s-clean": openai_turns("clean"), "s-volatile": openai_turns("volati
             "s-edited": openai_turns("edited"), "s-anthropic": anthropic_turns()}
 BAD = ["this is not json", json.dumps({"timestamp": ts(1), "request": {}}),                 # no conversation_id
        json.dumps({"conversation_id": "s-clean", "timestamp": "yesterday", "request": {}}),  # no ISO timestamp
-       json.dumps({"conversation_id": "s-bad", "timestamp": ts(2), "request": ["x"]})]      # request not an object
+       json.dumps({"conversation_id": "s-bad", "timestamp": ts(2), "request": ["x"]}),      # request not an object
+       json.dumps({"conversation_id": "s-file", "timestamp": ts(2), "template": "/etc/hostname",   # a file, not
+                   "request": {"messages": [{"role": "user", "content": "hi"}]}})]             # a shipped name
 
 
 def line(cid: str, k: int, template: str | None, req: dict[str, Any], **extra: Any) -> str:
@@ -134,8 +136,9 @@ def local(logs: list[Path]) -> dict[str, Any]:
 # ---------------------------------------------------------------- figures
 def test_totals_equal_the_single_session_analysis(local: dict[str, Any], expected: dict[str, Any]) -> None:
     rows = [r for turns in expected.values() for r in turns]
-    assert local["requests"] == sum(len(t) for t in SESSIONS.values()) + 1      # + the line whose request is a list
-    assert local["sessions"] == len(SESSIONS) and local["turns"] == 23 and local["bad_lines"] == 4
+    # + the two lines the grouping pass accepts and the analysis refuses
+    assert local["requests"] == sum(len(t) for t in SESSIONS.values()) + 2
+    assert local["sessions"] == len(SESSIONS) and local["turns"] == 23 and local["bad_lines"] == 5
     assert local["held_tokens"] == sum(h for h, _, _ in rows)
     assert local["reused_tokens"] == sum(r for _, r, _ in rows)
     assert local["lost_tokens"] == local["held_tokens"] - local["reused_tokens"] > 0
@@ -192,6 +195,7 @@ def test_bad_lines_are_typed_diagnostics(logs: list[Path], local: dict[str, Any]
     assert got[(a, 4)].startswith("conversation_id:")
     assert got[(b, 2)].startswith("timestamp:") and "'yesterday'" in got[(b, 2)]
     assert got[(b, 3)].startswith("request:")
+    assert got[(b, 4)].startswith("template: '/etc/hostname' is not a shipped template name")
     with pytest.raises(LogFileError, match=r"a\.jsonl:3: not valid JSON"):
         aggregate([a, b], strict=True)
 

@@ -27,7 +27,7 @@ from ..assembly.result import AssemblyResult
 from ..conversation import Conversation
 from ..difference import first_difference
 from ..errors import WorkbenchError
-from ..templates import DEFAULT_TEMPLATE
+from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
 from .fixes import fix_for_cause
 from .logs import BadLine, LoggedRequest, parse_line
 from .prefix import _VOLATILE, Cause, _causes, _compare, _reply
@@ -63,7 +63,10 @@ class Assemblers:
     def get(self, template: str) -> Assembler:
         asm = self._by.get(template)
         if asm is None:
-            asm = self._by[template] = Assembler(template=template, tokenizer=self.options.tokenizer, cache=None)
+            # A template file or folder (from --template) renders in its own process, as every command does.
+            limits = RenderLimits() if template in SHIPPED else RenderLimits(isolate=True)
+            asm = self._by[template] = Assembler(template=template, tokenizer=self.options.tokenizer, cache=None,
+                                                 render_limits=limits)
         return asm
 
 
@@ -113,6 +116,11 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
             bad.append(item)
+            continue
+        if item.template is not None and item.template not in SHIPPED:
+            # A log is data, not configuration: a line may name a shipped template, never a file.
+            bad.append(BadLine(name, line, f"template: {item.template[:60]!r} is not a shipped template name "
+                                           f"({', '.join(sorted(SHIPPED))})"))
             continue
         template = item.template or assemblers.options.default_template
         try:
