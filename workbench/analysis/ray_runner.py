@@ -89,8 +89,8 @@ def _run(ray: Any, index: LogIndex, names: Sequence[str], options: Options, addr
     tally = Tally()
     if items:
         ds = ray.data.from_items(items, override_num_blocks=len(items))
-        out = ds.map_batches(BatchWorker, batch_size=1, batch_format="numpy", num_cpus=1,
-                             concurrency=min(workers, len(items)),
+        pool = ray.data.ActorPoolStrategy(size=min(workers, len(items)))
+        out = ds.map_batches(BatchWorker, batch_size=1, batch_format="numpy", num_cpus=1, compute=pool,
                              fn_constructor_kwargs={"options": options, "paths": list(index.paths),
                                                     "names": list(names)})
         for row in out.iter_rows():
