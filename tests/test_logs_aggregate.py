@@ -220,11 +220,30 @@ def test_session_intake_sees_a_tool_key_flip() -> None:
 
 
 # ---------------------------------------------------------------- Ray
-def test_ray_prints_the_same_report(logs: list[Path], local: dict[str, Any]) -> None:
-    pytest.importorskip("ray.data", reason="the ray extra (installed with the test extra)")
+@pytest.fixture(scope="module")
+def ray_cluster() -> Any:
+    """Ray, started once for the module as `--ray` starts it (ray_runner.start_ray), shut down after."""
+    ray = pytest.importorskip("ray", reason="the ray extra (installed with the test extra)")
+    from workbench.analysis.ray_runner import start_ray
+    start_ray(ray, None)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_prints_the_same_report(ray_cluster: Any, logs: list[Path], local: dict[str, Any]) -> None:
     ray = aggregate([str(p) for p in logs], ray=True).to_json()
     assert ray["runner"]["mode"] == "ray" and ray["runner"]["workers"] >= 1
     assert {k: v for k, v in ray.items() if k != "runner"} == {k: v for k, v in local.items() if k != "runner"}
+
+
+def test_cli_joins_a_cluster_by_address(ray_cluster: Any, logs: list[Path], local: dict[str, Any]) -> None:
+    """`--ray ADDRESS` from another process: it joins the cluster this module started."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    p = cli("analyze", *map(str, logs), "--aggregate", "--ray", address, "--json", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["runner"]["mode"] == "ray" and d["runner"]["address"] == address
+    assert {k: v for k, v in d.items() if k != "runner"} == {k: v for k, v in local.items() if k != "runner"}
 
 
 def test_without_ray_a_typed_error_names_the_extra(logs: list[Path]) -> None:
@@ -261,6 +280,8 @@ def test_cli_json_is_one_object(logs: list[Path], local: dict[str, Any]) -> None
     (["analyze", "no/such.jsonl", "--aggregate", "--json"], "cannot read no/such.jsonl"),
     (["analyze", "sample_sessions/tool_agent.json", "--aggregate", "--fix", "sort-tool-keys"], "--fix"),
     (["analyze", "sample_sessions/tool_agent.json", "--aggregate", "--strict"], "tool_agent.json:1:"),
+    (["analyze", "sample_sessions/tool_agent.json", "--aggregate", "--ray", "127.0.0.1:1"],   # nothing listens
+     "cannot reach Ray at 127.0.0.1:1"),
 ])
 def test_cli_errors_exit_2_with_one_line(args: list[str], fragment: str) -> None:
     p = cli(*args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from .logs import LineRef, LogIndex
 from .session_report import Assemblers, Options
 from .tally import Tally, analyze_batch, batches
 
+CONNECT_TIMEOUT_S = 5.0
 BLOCKS_PER_WORKER = 8        # enough batches to balance sessions of uneven length, few enough to stay cheap
 MIN_BATCH = 8                # sessions per batch at least: a batch is one Ray task's worth of work
 
@@ -55,26 +57,46 @@ class BatchWorker:
         return {"tally": out}
 
 
+def _reachable(address: str) -> None:
+    """Ray retries an address that does not answer for minutes; a cluster's head that does not
+    accept a connection within seconds is an error now ("auto" and the like are Ray's to resolve)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise WorkbenchError(f"cannot reach Ray at {address}: {exc.strerror or exc}",
+                             hint="start the cluster (ray start --head) and give the address it prints, "
+                                  "or --ray alone for local Ray") from None
+
+
 def run_on_ray(index: LogIndex, names: Sequence[str], options: Options, address: str | None,
                progress: bool) -> tuple[Tally, dict[str, Any]]:
     ray = _ray()
     started_here = not ray.is_initialized()
     if started_here:
-        try:
-            if address is None:
-                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
-            else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise WorkbenchError(f"cannot start or join Ray{f' at {address}' if address else ''}: {exc}",
-                                 hint="give the address of a running Ray cluster (ray start --head prints it), "
-                                      "or --ray alone for local Ray") from None
+        start_ray(ray, address)
     try:
         return _run(ray, index, names, options, address, progress)
     finally:
         if started_here:
             ray.shutdown()
+
+
+def start_ray(ray: Any, address: str | None) -> None:
+    """Local Ray with every CPU of this machine, or join the cluster at `address`."""
+    try:
+        if address is None:
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        else:
+            _reachable(address)
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise WorkbenchError(f"cannot start or join Ray{f' at {address}' if address else ''}: {exc}",
+                             hint="give the address of a running Ray cluster (ray start --head prints it), "
+                                  "or --ray alone for local Ray") from None
 
 
 def _run(ray: Any, index: LogIndex, names: Sequence[str], options: Options, address: str | None,
