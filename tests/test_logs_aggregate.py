@@ -84,6 +84,9 @@ def line(cid: str, k: int, template: str | None, req: dict[str, Any], **extra: A
     return json.dumps(d)
 
 
+PROVIDER = {"s-anthropic": {"provider": "anthropic"}, "s-volatile": {"provider": "openai"}}
+
+
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """Two files; each session's turns split across both, written newest first, bad lines among them."""
@@ -92,7 +95,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     for i, (cid, turns) in enumerate(SESSIONS.items()):
         for k, (template, req) in reversed(list(enumerate(turns))):
             files[(i + k) % 2].append(line(cid, k, template, req, client=f"app-{i % 2}",
-                                           **({"provider": "anthropic"} if cid == "s-anthropic" else {})))
+                                           **PROVIDER.get(cid, {})))
     files[0][2:2] = BAD[:2]
     files[1][1:1] = BAD[2:] + [""]           # a blank line is no request and no error
     paths = [d / "a.jsonl", d / "b.jsonl"]
@@ -171,6 +174,11 @@ def test_each_breaker_is_found_with_its_code(local: dict[str, Any], expected: di
                                                                  reverse=True)
     assert by["template_changed"]["top_templates"] == [{"template": "llama3.1",
                                                         "lost_tokens": by["template_changed"]["lost_tokens"]}]
+    # The client and the provider each line names: the flip comes from one client (app-0 sent s-tools).
+    assert by["tool_schema_order"]["top_clients"] == [{"client": "app-0",
+                                                       "lost_tokens": by["tool_schema_order"]["lost_tokens"]}]
+    assert by["volatile_content"]["logged_cost"] == {"openai": by["volatile_content"]["cost"]["openai"]}
+    assert by["tool_schema_order"]["logged_cost"] == {}
     # One system prompt with a clock in it counts as one prompt: its timestamp masked.
     (vol,) = by["volatile_content"]["top_system_prompts"]
     assert vol["sha256"] == hashlib.sha256(f"{SYSTEM} Current time: <volatile>.".encode()).hexdigest()

@@ -68,6 +68,7 @@ class AggregateReport:
                 "cost": self._cost(c["lost"], COST_PROVIDERS),
                 "logged_cost": {p: self._cost(n, [p]).get(p) for p, n in sorted(c["logged"].items())},
                 "top_templates": [{"template": k, "lost_tokens": n} for k, n in _top(c["templates"].items())],
+                "top_clients": [{"client": k, "lost_tokens": n} for k, n in _top(c["clients"].items())],
                 "top_system_prompts": [{"sha256": k, "preview": v[1], "lost_tokens": v[0]} for k, v in
                                        _top((k, v) for k, v in c["systems"].items())]})
         return sorted(rows, key=lambda r: (-r["lost_tokens"], r["code"]))

@@ -83,6 +83,7 @@ class TurnRow:
     system: str                       # sha256 of the system prompt, volatile values masked
     preview: str                      # its first characters, masked the same way
     provider: str | None              # the line's "provider", if it named one
+    client: str | None = None         # the line's "client", if it named one
 
     @property
     def lost(self) -> int:
@@ -153,7 +154,8 @@ def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: 
         key = systems[text] = system_key(text)
     sha, preview = key
     if prev is None:
-        return TurnRow(k, res.total_tokens, 0, 0, None, None, template, sha, preview, item.provider)
+        return TurnRow(k, res.total_tokens, 0, 0, None, None, template, sha, preview, item.provider,
+                       item.client)
     if prev.asm is asm:
         t = _compare(asm, k, prev.result, prev.full, res, full, generate=generated_pair)
         held, reused, causes = t.held_tokens, t.reused_tokens, list(t.causes)
@@ -162,7 +164,7 @@ def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: 
     first = causes[0] if causes else None
     return TurnRow(k, res.total_tokens, held, reused, first.code if first else None,
                    fix_for_cause(first.code, first.message) if first else None, template, sha, preview,
-                   item.provider)
+                   item.provider, item.client)
 
 
 def _across(prev: _Prev, asm: Assembler, res: AssemblyResult, full: Conversation) -> tuple[int, int, list[Cause]]:

@@ -29,7 +29,7 @@ ADVICE_FIXES: dict[str, tuple[str, str]] = {
 
 # ------------------------------------------------------------------ the tally (a batch's counts)
 def _cause_slot() -> dict[str, Any]:
-    return {"sessions": 0, "turns": 0, "lost": 0, "templates": {}, "systems": {}, "logged": {}}
+    return {"sessions": 0, "turns": 0, "lost": 0, "templates": {}, "systems": {}, "logged": {}, "clients": {}}
 
 
 @dataclass
@@ -69,6 +69,8 @@ class Tally:
         sysrow[0] += t.lost
         if t.provider:
             c["logged"][t.provider] = c["logged"].get(t.provider, 0) + t.lost
+        if t.client:
+            c["clients"][t.client] = c["clients"].get(t.client, 0) + t.lost
         fix, kind = (t.fix, "fix") if t.fix else (ADVICE_FIXES.get(t.code or "", (None, ""))[0], "advice")
         if fix:
             f = self.fixes.setdefault(fix, {"kind": kind, "causes": set(), "lost": 0})
@@ -83,7 +85,7 @@ class Tally:
             c = self.causes.setdefault(code, _cause_slot())
             for k in ("sessions", "turns", "lost"):
                 c[k] += o[k]
-            for k in ("templates", "logged"):
+            for k in ("templates", "logged", "clients"):
                 for name, n in o[k].items():
                     c[k][name] = c[k].get(name, 0) + n
             for sha, (n, preview) in o["systems"].items():
