@@ -56,6 +56,9 @@ def write_table(d: dict[str, Any]) -> None:
         if c["top_templates"]:
             out.write("    templates: " + ", ".join(f"{t['template']} ({t['lost_tokens']:,})"
                                                     for t in c["top_templates"][:3]) + "\n")
+        if c.get("top_clients"):
+            out.write("    clients: " + ", ".join(f"{t['client']} ({t['lost_tokens']:,})"
+                                                  for t in c["top_clients"][:3]) + "\n")
         for s in c["top_system_prompts"][:2]:
             out.write(f"    system {s['sha256'][:12]} ({s['lost_tokens']:,}): {s['preview']}\n")
     out.write(f"\n{'fix (estimated)':<32} {'kind':<7} {'recovers tokens':>16}  causes\n")
