@@ -301,3 +301,21 @@ def test_cli_errors_exit_2_with_one_line(args: list[str], fragment: str) -> None
 def test_single_session_unchanged() -> None:
     p = cli("analyze", "sample_sessions/tool_agent.json", "--json")
     assert p.returncode == 0 and [t["turn"] for t in json.loads(p.stdout)["turns"]][:2] == [1, 2]
+
+
+def test_lines_the_grouping_shortcut_cannot_read(tmp_path: Path) -> None:
+    """An escaped id and fields in another order take the full parse (and still group together, a
+    zone-less timestamp read as UTC); bytes that are not UTF-8, and a duplicate key that would move a
+    line to another conversation, are bad lines."""
+    (_, r1), (_, r2) = openai_turns("clean")[:2]
+    p = tmp_path / "odd.jsonl"
+    p.write_bytes(b"\n".join([
+        json.dumps({"conversation_id": "caf\u00e9", "timestamp": "2026-03-01T10:00:00Z", "request": r1}).encode(),
+        b"\xff\xfe",
+        json.dumps({"timestamp": "2026-03-01T10:00:01", "conversation_id": "caf\u00e9", "request": r2}).encode(),
+        b'{"conversation_id": "b", "timestamp": "2026-03-01T10:00:00Z", "request": {}, "conversation_id": "c"}',
+    ]) + b"\n")
+    d = aggregate([p]).to_json()
+    assert (d["requests"], d["sessions"], d["turns"], d["lost_tokens"], d["bad_lines"]) == (3, 1, 2, 0, 2)
+    assert [(x["line"], x["problem"]) for x in d["diagnostics"]] == [
+        (2, "not UTF-8 (bad byte at column 1)"), (4, "conversation_id: given more than once, with different values")]
