@@ -133,6 +133,10 @@ class SessionFileError(WorkbenchError):
     """A session file could not be read or has the wrong shape."""
 
 
+class LogFileError(WorkbenchError):
+    """A request log (docs/logs.md) could not be read, or (with --strict) holds a bad line."""
+
+
 class MissingDependencyError(WorkbenchError, ImportError):
     """An optional extra is not installed; the message names the pip install to run."""
 

@@ -14,6 +14,9 @@ would reuse across a session's requests.
 - `projection.py`: the prefix-stable projection: each turn is what the engine held after the previous
   one, then the template's own text for the new messages; where it departs from the template's
   rendering (`projection_sweep.py` measures it over many templates).
+- `logs.py`, `session_report.py`, `tally.py`, `aggregate.py`, `ray_runner.py`: request logs (JSON
+  lines) grouped into sessions and analysed at scale, in one process or as a Ray Data job
+  (`analyze LOGS... --aggregate`, docs/logs.md).
 - `policies.py`: the truncation policies (sliding, chunked, summary-slot) compared over a whole
   session: tokens sent, cached tokens and cost per provider, prefix-stable turns.
 

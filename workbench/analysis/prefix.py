@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,9 +118,12 @@ def analyze_turn(asm: Assembler, k: int, res: AssemblyResult, full: Conversation
 
 
 def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversation, res: AssemblyResult,
-             full: Conversation) -> TurnAnalysis:
+             full: Conversation, generate: Callable[[Assembler, AssemblyResult, Message | None], tuple[str, bool]]
+             | None = None) -> TurnAnalysis:
+    """`generate`: how the reply as generated is found (`_generated`'s contract); the aggregate passes
+    the incremental probe (turn_prompts.generated_pair), whose cost follows the turn, not the history."""
     reply = _reply(prev_all, full)
-    generated, mismatch = _generated(asm, prev, reply)
+    generated, mismatch = (generate or _generated)(asm, prev, reply)
     tok = asm.tokenizer
     held = prev.token_ids if not generated else np.concatenate(
         [prev.token_ids, tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)

@@ -78,11 +78,19 @@ def generated_text(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -
     """What the model generated after `prev` (prefix.py's `_generated`, the reference): rendered
     from the user message opening the last turn where the incremental probe is trusted (cost
     follows the turn, not the history), else from the whole conversation."""
+    return generated_pair(asm, prev, reply)[0]
+
+
+def generated_pair(asm: "Assembler", prev: "AssemblyResult", reply: "Message | None") -> tuple[str, bool]:
+    """`_generated`'s contract (the text, and whether the generation prompt differs from how the
+    template renders the reply), through the incremental probe where it applies."""
+    if reply is None:
+        return "", False
     fast = _generated_fast(asm, prev, reply)
-    return fast if fast is not None else _generated(asm, prev, reply)[0]
+    return fast if fast is not None else _generated(asm, prev, reply)
 
 
-def _generated_fast(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -> str | None:
+def _generated_fast(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -> tuple[str, bool] | None:
     """`_generated`'s text from the probe's render of the last turn and the reply; None where the
     probe does not apply (a short conversation, escaped text, another build context)."""
     ctx = asm.context_at()
@@ -104,8 +112,8 @@ def _generated_fast(asm: "Assembler", prev: "AssemblyResult", reply: "Message") 
     # the render starts with the previous body exactly when the tail starts with the body's rest.
     body = text_slice(prev.text_source, start, end)
     if not tail.startswith(body):
-        return ""   # the reply changes what came before it: the next prompt shows the rewrite
-    return _generated_in(asm, tail[len(body):], gen.text if gen is not None else "")[0]
+        return "", False   # the reply changes what came before it: the next prompt shows the rewrite
+    return _generated_in(asm, tail[len(body):], gen.text if gen is not None else "")
 
 
 def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explicit",

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..analysis import analyze
+from ..errors import WorkbenchError
 from ..sessions import load_session
 from .options import build_assembler, common_options, projection_option
 from .output import print_json
@@ -16,7 +17,19 @@ from .output import print_json
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser("analyze", help="prefix stability: where each turn's prompt diverges from the previous one")
-    a.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    a.add_argument("session", nargs="+", metavar="SESSION",
+                   help="session file (JSON: a conversation or a log of requests); with --aggregate, one or "
+                        "more request logs (JSON lines, docs/logs.md)")
+    a.add_argument("--aggregate", action="store_true",
+                   help="read request logs (JSON lines), group them into sessions and report per cause code: "
+                        "sessions and turns affected, tokens not reused, cost per provider, the fixes that "
+                        "would recover most")
+    a.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                   help="with --aggregate: run the per-session analysis as a Ray Data job, on local Ray, or on "
+                        "the cluster at ADDRESS (pip install 'prompt-workbench[ray]')")
+    a.add_argument("--strict", action="store_true",
+                   help="with --aggregate: the first bad log line is an error (default: counted and reported)")
+    a.add_argument("--no-progress", action="store_true", help="with --aggregate: no progress bar on stderr")
     a.add_argument("--fix", metavar="NAME[,NAME]", default=None,
                    help="apply these one-click fixes first and show the figures before and after them: "
                         "sort-tool-keys, move-volatile, keep-reasoning, pin-date, merge-system, split-system, "
@@ -30,6 +43,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    if args.aggregate:
+        from .aggregate import cmd_aggregate
+        return cmd_aggregate(args)
+    _single(args)
     if args.projection:
         from .projection import cmd_analyze_projection
         return cmd_analyze_projection(args)
@@ -53,6 +70,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for c in t.causes:
             out.write(f"       {c.code}: {c.message}\n       advice: {c.advice}\n")
     return 0
+
+
+def _single(args: argparse.Namespace) -> None:
+    """Without --aggregate: one session file, as before; the aggregate's options are refused."""
+    if len(args.session) > 1:
+        raise WorkbenchError(f"analyze takes one session file, got {len(args.session)}",
+                             hint="add --aggregate to analyse request logs (JSON lines) together")
+    for flag, given in (("--ray", args.ray is not None), ("--strict", args.strict)):
+        if given:
+            raise WorkbenchError(f"{flag} goes with --aggregate", hint="add --aggregate, or leave out " + flag)
+    args.session = args.session[0]
 
 
 def _with_fixes(args: argparse.Namespace, session: Any, asm: Any, prepare: Any) -> int:

@@ -42,7 +42,7 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
         return conv, diags, None
     raw = request["messages"]
     rest = {k: v for k, v in request.items() if k != "messages"}
-    if prev is None or rest != prev.rest:
+    if prev is None or not same_json(rest, prev.rest):
         conv, diags = normalize(request, limits)
         return conv, diags, IntakeState(raw, rest, conv, tuple(diags))
     k = first_difference(prev.raw, raw)
@@ -79,6 +79,19 @@ def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
               if not (d.seq is None and d in diags)]
     conv = replace(prev.conversation, messages=messages)
     return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars, k)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal JSON, key order included: `==` on dicts ignores the order, and tool schemas whose keys
+    come in another order render differently (a template writes them as given), so the previous
+    request's parsed tools must not stand in for them."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same_json, a, b))
+    return bool(a == b)
 
 
 def _repeats_a_call_id(head: Sequence[Message], tail: Sequence[Message]) -> bool:
