@@ -91,15 +91,19 @@ class Writer:
         self.heap: list[tuple[int, int, int, str]] = []
         self.files: dict[str, IO[str]] = {}
         self.count = 0
+        self.pending = self.peak_pending = 0     # characters of lines waiting in the heap
 
     def add(self, lines: list[Line]) -> None:
         for ln in lines:
             heapq.heappush(self.heap, (ln.t_ms, self.count, ln.host, ln.text))
             self.count += 1
+            self.pending += len(ln.text)
+        self.peak_pending = max(self.peak_pending, self.pending)
 
     def flush_before(self, t_ms: int | None) -> None:
         while self.heap and (t_ms is None or self.heap[0][0] < t_ms):
             t, _, host, text = heapq.heappop(self.heap)
+            self.pending -= len(text)
             name = f"requests-{day(t)}-host{host + 1}.jsonl"
             f = self.files.get(name)
             if f is None:
@@ -155,7 +159,7 @@ class Tally:
             self.by[s.breaker]["sessions"] += 1
 
 
-def generate(plan: Plan, out: Path) -> dict[str, Any]:
+def generate(plan: Plan, out: Path, stats: dict[str, Any]) -> dict[str, Any]:
     clients = make_clients(plan.seed)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     writer, tally, asms = Writer(out / "logs"), Tally(), Assemblers()
@@ -166,6 +170,7 @@ def generate(plan: Plan, out: Path) -> dict[str, Any]:
             writer.add(lines)
             tally.add(s, fig, turns_out)
     writer.close()
+    stats["peak_pending_lines_mib"] = round(writer.peak_pending / 2**20, 1)
     return truth_json(plan, clients, tally, sorted(writer.files))
 
 
@@ -195,19 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        truth = generate(plan, out)
+        stats: dict[str, Any] = {}
+        truth = generate(plan, out, stats)
     except OSError as exc:
         print(f"error: cannot write under {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - t0
     (out / "generation.json").write_text(json.dumps(
-        {"seconds": round(seconds, 3), "seconds_per_1k_requests": round(seconds * 1000 / plan.requests, 3)},
+        {"seconds": round(seconds, 3), "seconds_per_1k_requests": round(seconds * 1000 / plan.requests, 3),
+         **stats},
         indent=1) + "\n", encoding="utf-8")
     tmp = out / "ground_truth.json.tmp"
     tmp.write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, out / "ground_truth.json")
     print(f"{plan.requests:,} requests, {plan.sessions:,} sessions in {seconds:.1f} s "
-          f"({seconds * 1000 / plan.requests:.2f} s per 1k requests) -> {out}")
+          f"({seconds * 1000 / plan.requests:.2f} s per 1k requests; at most "
+          f"{stats['peak_pending_lines_mib']} MiB of lines waited to be written in time order) -> {out}")
     for b in truth["breakers"]:
         print(f"  {b['name']:<28} {b['code']:<18} sessions {b['sessions']:>6,}  turns {b['turns']:>7,}  "
               f"lost {b['lost_tokens']:>12,}  share {b['share']:.2%}")
