@@ -37,6 +37,7 @@ BREAKERS = {  # name -> (cause code the analysis should report, organic)
 }
 EDIT_RATE, TRUNCATION_RATE = 0.08, 0.35
 LLAMA3_BUDGET_WORDS = 3000   # keeps other llama3 sessions well inside its 6,144-token input budget
+LLAMA3_SHORT_AFTER_TOKENS = 3000
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Session:
     edit_at: int = -1          # the call (0-based) that carries the edit
     msgs: list[dict[str, Any]] = field(default_factory=list)   # shape-neutral history
     words: int = 0
+    tokens: int = 0            # the last prompt's length
 
 
 def schedule(plan: Plan, rng: random.Random, client: Client, start: int, n: int) -> list[Call]:
@@ -93,21 +95,24 @@ def assign(plan: Plan, rng: random.Random, s: Session) -> None:
         s.edit_at = rng.randint(2, n - 1)   # needs two user messages before it: one to edit, one after
 
 
+def _near_llama3_budget(s: Session, more: int) -> bool:
+    """Whether a llama session not meant to be truncated must keep its messages short from now on: by
+    words, and by the last prompt's real token count (60 short turns after that still fit in 6,144)."""
+    return (s.client.model == LLAMA_MODEL and s.breaker != "history_truncation"
+            and (s.words + more > LLAMA3_BUDGET_WORDS or s.tokens > LLAMA3_SHORT_AFTER_TOKENS))
+
+
 def reply_words(rng: random.Random, s: Session) -> int:
     lo, hi = s.client.reply_words
     if s.breaker == "history_truncation":
         return rng.randint(300, 450)
     n = int(rng.triangular(lo, hi, lo + (hi - lo) * 0.3))
-    if s.client.model == LLAMA_MODEL and s.words + n > LLAMA3_BUDGET_WORDS:
-        n = rng.randint(5, 20)
-    return n
+    return rng.randint(1, 4) if _near_llama3_budget(s, n) else n
 
 
 def user_words(rng: random.Random, s: Session) -> int:
     n = int(rng.lognormvariate(3.3, 0.8))   # median about 27 words, a few long pastes
-    if s.client.model == LLAMA_MODEL and s.breaker != "history_truncation" and s.words + n > LLAMA3_BUDGET_WORDS:
-        n = rng.randint(3, 10)
-    return max(2, min(n, 600))
+    return rng.randint(2, 4) if _near_llama3_budget(s, n) else max(2, min(n, 600))
 
 
 def add(s: Session, msg: dict[str, Any]) -> None:
@@ -222,6 +227,7 @@ def build(plan: Plan, rng: random.Random, s: Session, truth: SessionTruth) -> tu
                 "client": s.client.name, "request": req}
         lines.append(Line(call.t_ms, call.host, json.dumps(line, ensure_ascii=False, separators=(",", ":"))))
         turn = truth.turn(req, call.template)
+        s.tokens = turn.tokens
         order = json.dumps(tools)
         new_drops = bool(turn.dropped - dropped_prev)
         figures.turns.append((k, turn, charged(s, k, turn, order != order_prev, new_drops)))
