@@ -121,11 +121,17 @@ def timed(paths: list[str], ray: Any) -> tuple[dict[str, Any], float, TreeMemory
     return report, wall, mem
 
 
-def ray_start_stop() -> float:
-    """What starting and stopping local Ray costs on its own, with the settings `--ray` starts it with."""
+def ray_start_stop() -> float | None:
+    """What starting and stopping local Ray costs on its own, with the settings `--ray` starts it with
+    (None, said on the output, when it fails to start: on a loaded machine Ray's own startup can time out,
+    and this figure is only for information)."""
     import ray
     t0 = time.perf_counter()
-    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except Exception as exc:  # Ray raises a bare Exception when its node does not start in time
+        print(f"local Ray's start and stop alone: not measured, Ray did not start ({exc})")
+        return None
     ray.shutdown()
     return time.perf_counter() - t0
 
@@ -170,8 +176,8 @@ def main() -> int:
               f"runner {report['runner']}")
     (local, t_local), (distributed, t_ray) = runs.values()
     speedup = t_local / t_ray
-    if not args.ray_address:
-        start = ray_start_stop()
+    start = ray_start_stop() if not args.ray_address else None
+    if start is not None:
         print(f"local Ray's start and stop alone (a separate ray.init + shutdown): {start:.1f} s; without it "
               f"the speed-up would be {t_local / max(t_ray - start, 1e-9):.2f}x (for information; the bar uses the "
               f"whole run)")
