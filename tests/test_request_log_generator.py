@@ -322,6 +322,8 @@ def test_out_must_be_new_or_empty(tmp_path):
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: --out"), done.stderr
     assert sorted(p.name for p in full.iterdir()) == ["keep.txt"] and a_file.read_text() == "x"
+    done = run("--requests", "20", "--sessions", "5", "--out", str(a_file / "under-a-file"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot write")
     done = run("--out")
     assert done.returncode == 2 and done.stderr.startswith("error:") and done.stderr.count("\n") == 1
     empty = tmp_path / "empty"
