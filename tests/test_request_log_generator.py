@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from datetime import datetime
+from itertools import groupby
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,7 @@ def test_lines_are_spec_request_logs_in_both_shapes(logs):
     for marker in ('"tool_calls"', '"role": "tool"', '"type": "tool_use"', '"type": "tool_result"',
                    '"input_schema"', '"parameters"'):
         assert marker in text, marker
-    # The workbench reads every request (a sample of each client) without an error diagnostic.
+    # The workbench reads them without an error diagnostic (the first request of each client and template).
     seen: set[tuple[str, str]] = set()
     for _, line in lines:
         key = (line["client"], line["template"])
@@ -111,15 +112,15 @@ def test_files_are_in_time_order_and_conversations_interleave(logs):
     for name, line in read_lines(logs):
         by_file[name].append(line)
     assert len(by_file) >= 4 * 7          # four hosts, seven days
-    switches = 0
+    interleaved: set[str] = set()
     for name, lines in by_file.items():
         stamps = [x["timestamp"] for x in lines]
         assert stamps == sorted(stamps), name
         assert all(s.startswith(name.split("-host")[0].removeprefix("requests-")) for s in stamps), name
-        ids = [x["conversation_id"] for x in lines]
-        switches += sum(a != b for a, b in zip(ids, ids[1:]))
-        # A conversation's lines are not contiguous somewhere: conversations interleave in time.
-    assert switches > len({x[1]["conversation_id"] for x in read_lines(logs)})
+        # A conversation whose lines in one file come in two runs or more had others' lines in between.
+        runs = [cid for cid, _ in groupby(x["conversation_id"] for x in lines)]
+        interleaved |= {cid for cid in runs if runs.count(cid) > 1}
+    assert len(interleaved) >= 15        # a tenth of the conversations, in a sparse 150-session week
     convs = conversations(logs)
     assert len(convs) == 150
     spread = [c for c in convs.values() if len({name for name, _ in c}) > 1]
