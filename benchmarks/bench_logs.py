@@ -65,11 +65,10 @@ def generator_hash() -> str:
 class TreeMemory:
     """Peak memory of this process and all its descendants, sampled every `every` seconds: the sum of
     PSS (shared pages split between the processes that map them) and of RSS (shared pages counted in
-    every process: an upper bound)."""
+    every process: an upper bound). Read from /proc; psutil where there is no /proc."""
 
     def __init__(self, every: float = 0.25):
-        import psutil
-        self.psutil, self.every = psutil, every
+        self.every = every
         self.peak_pss = self.peak_rss = self.peak_procs = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -88,28 +87,54 @@ class TreeMemory:
             self.sample()
 
     def sample(self) -> None:
-        me = self.psutil.Process()
-        procs = [me, *me.children(recursive=True)]
         pss = rss = 0
-        for p in procs:
-            try:
-                rss += p.memory_info().rss
-                pss += _pss(p.pid) or p.memory_info().rss
-            except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
-                continue
+        pids = tree(os.getpid())
+        for pid in pids:
+            r, p = memory(pid)
+            rss, pss = rss + r, pss + p
         self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
-        self.peak_procs = max(self.peak_procs, len(procs))
+        self.peak_procs = max(self.peak_procs, len(pids))
 
 
-def _pss(pid: int) -> int | None:
+def tree(root: int) -> list[int]:
+    """`root` and its descendants."""
+    if not os.path.isdir("/proc"):
+        import psutil
+        me = psutil.Process(root)
+        return [root, *(c.pid for c in me.children(recursive=True))]
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    # The command name (field 2) may hold spaces; the parent id follows its ')'.
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, pp in parent.items() if pp in frontier]
+        out += frontier
+    return out
+
+
+def memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in bytes; (0, 0) once it is gone."""
+    fields = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+                key, _, rest = line.partition(":")
+                if key in ("Rss", "Pss"):
+                    fields[key] = int(rest.split()[0]) * 1024
     except OSError:
-        return None
-    return None
+        try:
+            import psutil
+            rss = psutil.Process(pid).memory_info().rss
+            return rss, rss
+        except Exception:   # gone, or no psutil: nothing to count
+            return 0, 0
+    return fields.get("Rss", 0), fields.get("Pss", fields.get("Rss", 0))
 
 
 def timed(paths: list[str], ray: Any) -> tuple[dict[str, Any], float, TreeMemory]:
