@@ -47,6 +47,7 @@ class RedisServer:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.extra_args: list[str] = []   # e.g. cluster mode (tests/redis_cluster.py)
 
     @property
     def url(self) -> str:
@@ -59,7 +60,7 @@ class RedisServer:
     def start(self) -> None:
         cmd = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
-               "--logfile", str(self.log)]
+               "--logfile", str(self.log), *self.extra_args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.STDOUT)
         self.paused = False
