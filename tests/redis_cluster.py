@@ -61,6 +61,16 @@ def wait_for(condition: Any, what: str, timeout: float = WAIT_S) -> None:
         time.sleep(0.02)
 
 
+def _covered(masters: dict[int, str]) -> int:
+    n = 0
+    for ranges in masters.values():
+        for part in ranges.split():
+            if not part.startswith("["):
+                lo, _, hi = part.partition("-")
+                n += int(hi or lo) - int(lo) + 1
+    return n
+
+
 class Cluster:
     """Six cluster-mode servers: `members[i]` is a RedisServer (kill, pause, resume work as there)."""
 
@@ -74,15 +84,22 @@ class Cluster:
             m.extra_args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                             "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                             # a lost shard must not take the healthy ones down with it (docs/scaling.md)
-                            "--cluster-require-full-coverage", "no"]
+                            "--cluster-require-full-coverage", "no",
+                            # a replica syncs at once (the default waits 5 s for more replicas); one
+                            # that has never synced cannot be promoted
+                            "--repl-diskless-sync-delay", "0"]
             self.members.append(m)
         self.replicas = replicas
 
     # --- life cycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for m in self.members:
+        base = [list(m.extra_args) for m in self.members]
+        for m, args in zip(self.members, base):
             for attempt in range(3):
+                # The bus port is named: by default it is the port + 10,000, which may be taken or
+                # past 65,535 for a port the OS picked.
+                m.extra_args = [*args, "--cluster-port", str(free_port())]
                 try:
                     m.start()
                     break
@@ -105,15 +122,27 @@ class Cluster:
         return [m for m in self.members if m.proc is not None and m.proc.poll() is None and not m.paused]
 
     def wait_ok(self, timeout: float = WAIT_S) -> None:
-        """Every live node says cluster_state:ok, knows every node, and agrees on who owns which slot."""
+        """Every live node says cluster_state:ok, every replica has synced with its master, every node agrees on which live master serves which slot, and
+        the live masters serve all 16,384 (a lost master's slots are served again once its replica is
+        promoted)."""
         def ok() -> bool:
             live = self.alive()
             infos = [_command(m.port, "CLUSTER", "INFO") or b"" for m in live]
             if not all(b"cluster_state:ok" in i and b"cluster_slots_assigned:16384" in i for i in infos):
                 return False
+            repl = [_command(m.port, "INFO", "replication") or b"" for m in live]
+            if not all(b"role:master" in r or b"master_link_status:up" in r for r in repl):
+                return False        # a replica still syncing could not take over from its master
             views = {tuple(sorted(self._masters_seen_by(m).items())) for m in live}
-            return len(views) == 1
+            return len(views) == 1 and _covered(dict(next(iter(views)))) == 16384
         wait_for(ok, "the cluster to report cluster_state:ok on every node", timeout)
+
+    def wait_promoted(self, lost: RedisServer, timeout: float = WAIT_S) -> None:
+        """Wait until no live node counts `lost` among the masters (its replica took its slots over),
+        then until the cluster is ok again."""
+        wait_for(lambda: all(lost.port not in self._masters_seen_by(m) for m in self.alive()),
+                 f"a replica of the lost master on port {lost.port} to be promoted", timeout)
+        self.wait_ok(timeout)
 
     # --- topology ---------------------------------------------------------------------------
 
