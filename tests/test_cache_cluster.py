@@ -219,6 +219,9 @@ def test_resharding_a_slot_while_assembling_stays_exact(fresh_cluster):  # noqa:
     late = Assembler(template="chatml", cache=cache(c, ns))
     assert "redis" in sources(_exact(late, conv[2], "chatml"))
     assert len(c.node_client(dst).execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)) >= 3
+    errors = c.node_client(src).info("errorstats")          # the source redirected: ASK, then MOVED
+    assert errors.get("errorstat_ASK", {}).get("count", 0) >= 1
+    assert errors.get("errorstat_MOVED", {}).get("count", 0) >= 1
 
 
 # --- hostile ----------------------------------------------------------------------------------
