@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from redis_cluster import Cluster, fresh_cluster, redis_cluster, wait_for  # noqa: F401  (fixtures)
 from redis_server import free_port
 from test_cache_equivalence import check, outcome, scenario
+from test_cache_redis_integrity import HostileRedis, hostile  # noqa: F401  (fixture)
 
 from workbench import Assembler
 from workbench.cache import TwoTierCache
@@ -226,6 +227,56 @@ def test_resharding_a_slot_while_assembling_stays_exact(fresh_cluster):  # noqa:
 
 # --- hostile ----------------------------------------------------------------------------------
 
+def _command_table(*commands: tuple[bytes, int, bytes]) -> bytes:
+    """A COMMAND reply naming just these (redis-py's cluster client finds a command's keys in it)."""
+    return b"*%d\r\n" % len(commands) + b"".join(
+        b"*6\r\n$%d\r\n%s\r\n:%d\r\n*1\r\n+%s\r\n:1\r\n:1\r\n:1\r\n" % (len(n), n, arity, flag)
+        for n, arity, flag in commands)
+
+
+COMMANDS = _command_table((b"get", 2, b"readonly"), (b"set", -3, b"write"), (b"exists", -2, b"readonly"))
+
+
+def storm_node(hostile: Any, redirect: Any) -> HostileRedis:  # noqa: F811
+    """A one-node 'cluster' on loopback that owns every slot and answers every key command with
+    `redirect(port)`: a redirection to itself, for ever."""
+    port = [0]
+
+    def script(cmd: list[bytes]) -> Any:
+        name = cmd[0].upper()
+        if name == b"CLUSTER":
+            yield b"*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:%d\r\n$2\r\nid\r\n" % port[0]
+        elif name == b"COMMAND":
+            yield COMMANDS
+        elif name in (b"ASKING", b"READONLY"):
+            yield b"+OK\r\n"
+        else:
+            yield from redirect(port[0])
+    server = hostile(script)
+    port[0] = server.sock.getsockname()[1]
+    return server
+
+
+@pytest.mark.parametrize("storm", ["MOVED", "ASK"])
+def test_a_redirection_storm_is_a_miss_within_the_deadline(hostile, storm):  # noqa: F811
+    # Each redirection answered after 0.1 s: redis-py's 16 tries would take 1.6 s; the deadline
+    # (0.5 s) ends the call first. Answered at once, the 16 tries end it: a counted miss too.
+    for pause in (0.1, 0.0):
+        node = storm_node(hostile, lambda port, pause=pause: [pause, b"-%s 3999 127.0.0.1:%d\r\n" % (
+            storm.encode(), port)])
+        url = f"redis+cluster://127.0.0.1:{node.sock.getsockname()[1]}/"
+        tier = TwoTierCache(redis_url=url, **{**FAST, "backoff_initial_s": 5.0, "backoff_max_s": 5.0})
+        k = CacheKey(hashlib.sha256(storm.encode()).hexdigest(), "storm")
+        t0 = time.monotonic()
+        assert tier.get(k) == (None, "miss")
+        took = time.monotonic() - t0
+        assert took < 1.4, took                              # not the 1.6 s of 16 paced redirections
+        m = tier.metrics()
+        assert m.faults["deadline" if pause else "connect"] == 1 and sum(m.faults.values()) == 1
+        tier.put(k, CacheEntry("x", np.arange(2, dtype=np.uint32)))          # backed off: skipped
+        assert tier.metrics().redis_skipped == 1
+
+
 def test_a_forged_value_on_a_shard_is_a_miss_and_an_integrity_fault(redis_cluster):  # noqa: F811
     ns = f"forged{next(_ids)}"
     writer = cache(redis_cluster, ns)
@@ -311,3 +362,13 @@ def test_the_semantic_store_on_a_cluster_loads_every_shard_and_skips_forgeries(r
 TOPICS = ["rotate the API keys", "deploy to eu-west", "roll back the release", "reset a password",
           "export the billing report", "add a webhook", "delete a project", "invite a teammate",
           "change the plan", "enable two-factor login", "read the audit log", "restore a backup"]
+
+
+def test_the_cli_uses_the_cluster_named_in_the_environment(redis_cluster, monkeypatch, capsys):  # noqa: F811
+    monkeypatch.setenv("WORKBENCH_REDIS_URL", redis_cluster.url)
+    assert main(["metrics", "sample_sessions/support_chat.json", "--json"]) == 0
+    capsys.readouterr()
+    raw = redis_cluster.client()
+    stored = [k for node in raw.get_primaries()
+              for k in raw.get_redis_connection(node).scan_iter(match="workbench:*:segments:{*", count=1000)]
+    assert stored                                           # the session's prompts went to the cluster

@@ -351,7 +351,10 @@ class RedisTier:
                 result = op(self._connected())
         except Exception as exc:  # noqa: BLE001 - any client failure is a miss, never an error
             if self._failed(exc):
-                backoff.failed()
+                # The shard as the client sees it now: the call may have built the client (its
+                # first topology) or followed a MOVED to the slot's new owner, and it is that
+                # node which failed.
+                self._backoff(self._shard(rkey)).failed()
             return _FAILED
         backoff.healthy()
         return result
