@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis_cluster import Cluster, fresh_cluster, redis_cluster, wait_for  # noqa: F401  (fixtures)
 from redis_server import free_port
 from test_cache_equivalence import check, outcome, scenario
@@ -372,3 +373,40 @@ def test_the_cli_uses_the_cluster_named_in_the_environment(redis_cluster, monkey
     stored = [k for node in raw.get_primaries()
               for k in raw.get_redis_connection(node).scan_iter(match="workbench:*:segments:{*", count=1000)]
     assert stored                                           # the session's prompts went to the cluster
+
+
+# --- the earlier-prompt lookup: one round trip, the same answer as one GET per key -----------------
+
+def _one_by_one(cache: TwoTierCache, keys: list[CacheKey]) -> tuple[int, Any, str]:
+    """What `_extend_earlier` did before `first`: `get` each key in turn, nearest first."""
+    for i, k in enumerate(keys):
+        entry, src = cache.get(k)
+        if entry is not None:
+            return i, entry, src
+    return -1, None, "miss"
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=st.lists(st.sampled_from(["none", "local", "redis", "both", "forged"]), min_size=1, max_size=8),
+       system_only=st.integers(0, 2))
+def test_first_finds_what_one_get_per_key_finds(redis_cluster, case, system_only):  # noqa: F811
+    ns = f"first{next(_ids)}"
+    run = next(_ids)
+    # The last `system_only` keys have tags of their own, as prefixes of system messages only do.
+    keys = [CacheKey(hashlib.sha256(f"{run}/{i}".encode()).hexdigest(),
+                     "conv" if i < len(case) - system_only else f"sys{i}") for i in range(len(case))]
+    writer = cache(redis_cluster, ns)
+    raw = redis_cluster.client()
+    for k, where in zip(keys, case):
+        if where in ("redis", "both", "forged"):
+            writer.put(k, CacheEntry(f"entry {k.hex[:6]}", np.arange(3, dtype=np.uint32)))
+        if where == "forged":
+            raw.set(writer.redis_key(k), b"WBSC" + b"\0" * 60)
+    a, b = cache(redis_cluster, ns), cache(redis_cluster, ns)
+    for k, where in zip(keys, case):
+        if where in ("local", "both"):
+            for c in (a, b):
+                c._local.put(k.hex, CacheEntry(f"local {k.hex[:6]}", np.arange(2, dtype=np.uint32)))
+    got, want = a.first(keys), _one_by_one(b, keys)
+    assert (got[0], got[2]) == (want[0], want[2]) and got[1] == want[1], case

@@ -27,7 +27,8 @@ server that dribbles bytes or sends a huge value costs at most the deadline and 
 counts as a "deadline" or "oversize" fault. A failed call starts a back-off: the tier is
 skipped for a short interval that doubles up to a cap, and one caller at a time probes when it
 ends, so a dead, paused or hostile server costs about one deadline per interval instead of one
-per call.
+per call. On a Redis Cluster (`redis+cluster://`, cluster.py, cluster_client.py) the back-off is
+per shard, and the key holds the conversation's hash tag, `{tag}digest` (docs/scaling.md).
 """
 
 from __future__ import annotations
