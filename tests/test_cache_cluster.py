@@ -413,3 +413,31 @@ def test_first_finds_what_one_get_per_key_finds(redis_cluster, case, system_only
                 c._local.put(k.hex, CacheEntry(f"local {k.hex[:6]}", np.arange(2, dtype=np.uint32)))
     got, want = a.first(keys), _one_by_one(b, keys)
     assert (got[0], got[2]) == (want[0], want[2]) and got[1] == want[1], case
+
+
+def test_reads_racing_replication_are_hits_or_misses_never_wrong(redis_cluster):  # noqa: F811
+    # Each value read right after it is written, half the reads on a replica that may not have it
+    # yet: a miss then. A replica cannot hold a wrong value for a key: a key names its prompt (the
+    # digest of everything that makes it), and a value is sealed for its key.
+    ns = f"racing{next(_ids)}"
+    writer = cache(redis_cluster, ns)
+    reader = TwoTierCache(local_bytes=0, redis_url=redis_cluster.url + "?read_from_replicas=yes",
+                          namespace=ns, **FAST)
+    seen = []
+    for i in range(60):
+        k = CacheKey(hashlib.sha256(f"{ns}/{i}".encode()).hexdigest(), f"c{i}")
+        writer.put(k, CacheEntry(f"prompt {i}", np.arange(i + 1, dtype=np.uint32)))
+        for _ in range(2):
+            entry, src = reader.get(k)
+            seen.append(src)
+            assert src == "miss" or (entry.text == f"prompt {i}" and len(entry.token_ids) == i + 1)
+    assert "redis" in seen and set(seen) <= {"redis", "miss"}
+    assert sum(reader.metrics().faults.values()) == 0
+
+
+def test_a_tls_cluster_url_speaks_tls(redis_cluster):  # noqa: F811
+    # The test cluster speaks plain TCP: a TLS handshake with it fails, as a counted miss.
+    url = redis_cluster.url.replace("redis+cluster://", "rediss+cluster://") + "?ssl_cert_reqs=none"
+    tier = TwoTierCache(redis_url=url, namespace="tls", **FAST)
+    assert tier.get(CacheKey("ab" * 32, "tls")) == (None, "miss")
+    assert tier.metrics().faults["connect"] + tier.metrics().faults["deadline"] == 1
