@@ -441,3 +441,43 @@ def test_a_tls_cluster_url_speaks_tls(redis_cluster):  # noqa: F811
     tier = TwoTierCache(redis_url=url, namespace="tls", **FAST)
     assert tier.get(CacheKey("ab" * 32, "tls")) == (None, "miss")
     assert tier.metrics().faults["connect"] + tier.metrics().faults["deadline"] == 1
+
+
+def _black_hole() -> tuple[Any, list[Any]]:
+    """A loopback port whose accept queue is full: a connect to it hangs (its SYN is dropped), as
+    to a host that is gone."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    fillers = []
+    while True:
+        c = socket.socket()
+        c.settimeout(0.2)
+        try:
+            c.connect(srv.getsockname())
+        except OSError:
+            c.close()
+            return srv, fillers
+        fillers.append(c)
+
+
+def test_connecting_to_many_hung_nodes_ends_at_one_deadline():
+    # Six startup nodes that never answer a connect: each connect may take up to 0.5 s, but all
+    # of them share the call's deadline (0.5 s), not 6 x 0.5 s.
+    holes = [_black_hole() for _ in range(6)]
+    try:
+        url = "redis+cluster://" + ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s, _ in holes) + "/"
+        tier = TwoTierCache(redis_url=url, namespace="holes", socket_timeout_s=2.0, redis_deadline_s=0.5,
+                            backoff_initial_s=5.0, backoff_max_s=5.0)
+        t0 = time.monotonic()
+        assert tier.get(CacheKey("cd" * 32, "holes")) == (None, "miss")
+        assert time.monotonic() - t0 < 2.0                  # not the 3 s of six connect timeouts
+        assert sum(tier.metrics().faults.values()) == 1
+        assert tier.get(CacheKey("ef" * 32, "holes")) == (None, "miss") and tier.metrics().redis_skipped == 1
+    finally:
+        for srv, fillers in holes:
+            for c in fillers:
+                c.close()
+            srv.close()
