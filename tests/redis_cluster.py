@@ -122,9 +122,9 @@ class Cluster:
         return [m for m in self.members if m.proc is not None and m.proc.poll() is None and not m.paused]
 
     def wait_ok(self, timeout: float = WAIT_S) -> None:
-        """Every live node says cluster_state:ok, every replica has synced with its master, every node agrees on which live master serves which slot, and
-        the live masters serve all 16,384 (a lost master's slots are served again once its replica is
-        promoted)."""
+        """Every live node says cluster_state:ok, every replica has synced with its master (one that
+        has not could not be promoted), all agree on which live master serves which slot, and those
+        serve all 16,384 (a lost master's slots are served again once its replica is promoted)."""
         def ok() -> bool:
             live = self.alive()
             infos = [_command(m.port, "CLUSTER", "INFO") or b"" for m in live]
