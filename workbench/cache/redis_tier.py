@@ -304,10 +304,14 @@ class RedisTier:
 
     def held(self, keys: Sequence[CacheKey]) -> list[bool] | None:
         """Which of `keys` the server holds, in one pipelined round trip (None when the tier cannot
-        say). The keys of one conversation share a hash tag, so in a cluster this is one slot."""
+        say). The keys of one conversation share a hash tag, so in a cluster this is one slot on one
+        shard. There, keys with another tag than the first (a prefix of system messages only) are not
+        probed but reported True, to be read one by one: a pipeline over two shards would let a lost
+        shard fail, and back off, the probe of a healthy one."""
         if not keys:
             return []
-        rkeys = [self.key(k) for k in keys]
+        probed = [i for i, k in enumerate(keys) if not self._cluster or k.tag == keys[0].tag]
+        rkeys = [self.key(keys[i]) for i in probed]
 
         def probe(client: Any) -> list[Any]:
             pipe = client.pipeline(transaction=False)
@@ -316,9 +320,12 @@ class RedisTier:
             return list(pipe.execute())
 
         got = self._call(rkeys[0], probe)
-        if not isinstance(got, list) or len(got) != len(keys):
+        if not isinstance(got, list) or len(got) != len(rkeys):
             return None
-        return [isinstance(v, int) and v > 0 for v in got]
+        out = [True] * len(keys)
+        for i, v in zip(probed, got):
+            out[i] = isinstance(v, int) and v > 0
+        return out
 
     def encode(self, key: CacheKey, text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
         """The sealed value for `key` (what `set` stores)."""
