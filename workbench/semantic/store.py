@@ -38,19 +38,27 @@ class RedisSemanticStore:
                  secret: bytes | str | None = None):
         redis = require("redis", "the semantic cache's Redis store")
         self.cluster = client is None and is_cluster_url(url)
-        if client is not None:
-            self.r = client
-        elif self.cluster:
+        self._client = client
+        self._factory: Any = None
+        if client is None and self.cluster:
             from ..cache.cluster import parse_cluster_url
             from ..cache.cluster_client import ClusterClientFactory
-            self.r = ClusterClientFactory(parse_cluster_url(url), socket_timeout_s=2, connect_timeout_s=2,
-                                          max_value_bytes=64 << 20).connect()
-        else:
-            self.r = redis.Redis.from_url(url, socket_timeout=2)
+            # Parsed now (a bad URL is an error at once), connected on first use, as the prompt cache.
+            self._factory = ClusterClientFactory(parse_cluster_url(url), socket_timeout_s=2, connect_timeout_s=2,
+                                                 max_value_bytes=64 << 20)
+        elif client is None:
+            self._client = redis.Redis.from_url(url, socket_timeout=2)
         self.prefix = f"wb:{namespace}:entry:"
         self._sealer = Sealer(resolve_secret(secret))
         self.skipped = 0     # records that do not parse or do not fit
         self.forged = 0      # of those, records whose seal does not match (counted in skipped too)
+
+    @property
+    def r(self) -> Any:
+        """The client (a cluster client is built on first use: building it reads the topology)."""
+        if self._client is None:
+            self._client = self._factory.connect()
+        return self._client
 
     def _seal(self, key: str, vec: bytes, meta: bytes) -> bytes:
         return self._sealer.tag(key.encode(), _LABEL, struct.pack("<II", len(vec), len(meta)), vec, meta)
