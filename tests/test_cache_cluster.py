@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_cluster import Cluster, fresh_cluster, redis_cluster, wait_for  # noqa: F401  (fixtures)
-from redis_server import free_port
+from redis_server import RedisServer, free_port, redis_server  # noqa: F401  (fixture)
 from test_cache_equivalence import check, outcome, scenario
 from test_cache_redis_integrity import HostileRedis, hostile  # noqa: F401  (fixture)
 
@@ -481,3 +481,24 @@ def test_connecting_to_many_hung_nodes_ends_at_one_deadline():
             for c in fillers:
                 c.close()
             srv.close()
+
+
+def test_a_server_that_refuses_scripts_gets_the_pipelined_probe(redis_server: RedisServer):  # noqa: F811
+    # The nearest-prefix lookup runs as one script; where scripts are refused (here an ACL, as some
+    # managed servers do) it falls back to EXISTS x N pipelined, then one GET: same answers.
+    redis_server.client().execute_command("ACL", "SETUSER", "default", "-eval")
+    ns = f"noscripts{next(_ids)}"
+    keys = [CacheKey(hashlib.sha256(f"{ns}/{i}".encode()).hexdigest(), "conv") for i in range(8)]
+    writer = TwoTierCache(redis_url=redis_server.url, namespace=ns, **FAST)
+    for i in (3, 5):
+        writer.put(keys[i], CacheEntry(f"prompt {i}", np.arange(i, dtype=np.uint32)))
+    reader = TwoTierCache(redis_url=redis_server.url, namespace=ns, **FAST)
+    i, entry, src = reader.first(keys)
+    assert (i, entry.text, src) == (3, "prompt 3", "redis")
+    assert reader._redis is not None and reader._redis._lua is False   # it noticed, once
+    reader.clear_local()
+    assert reader.first(keys[4:])[:3:2] == (1, "redis") and reader.first(keys[6:]) == (-1, None, "miss")
+    assert sum(reader.metrics().faults.values()) == 0
+    with_scripts = TwoTierCache(redis_url=redis_server.url, namespace=ns, **FAST)
+    redis_server.client().execute_command("ACL", "SETUSER", "default", "+eval")
+    assert with_scripts.first(keys)[0] == 3 and with_scripts._redis is not None and with_scripts._redis._lua

@@ -260,6 +260,8 @@ class RedisTier:
         self._connect_errors = (redis.exceptions.ConnectionError, OSError,
                                 redis.exceptions.ClusterError, redis.exceptions.RedisClusterException)
         self._protocol_errors = (redis.exceptions.InvalidResponse,)
+        self._response_errors = (redis.exceptions.ResponseError,)
+        self._lua = True          # the nearest-prefix lookup runs as a script until a server refuses it
         self._backoff_args = (backoff_initial_s, backoff_max_s)
         self._backoffs: dict[str, Backoff] = {}
         self._backoffs_lock = threading.Lock()
@@ -293,39 +295,66 @@ class RedisTier:
         if raw is _FAILED or raw is None:
             self._metrics.miss("redis")
             return None
+        parts = self._checked(rkey, raw)
+        if parts is None:
+            self._metrics.miss("redis")
+        return parts
+
+    def nearest(self, keys: Sequence[CacheKey]) -> tuple[int, tuple[str, NDArray[np.uint32], dict[str, Any]] | None]:
+        """The first of `keys` the server holds with a value that checks out, as `get` on each in
+        turn would find it: (its index, the decoded entry), or (-1, None).
+
+        The keys of one conversation share a hash tag (one slot, one shard in a cluster), so one
+        script reads them in one round trip and returns only the nearest held value (`_FIRST_HELD`).
+        In a cluster, keys with another tag (a prefix of system messages only, always last) are
+        read in a call of their own: one call spanning two shards would let a lost shard fail the
+        lookup on a healthy one. A value that fails its checks is counted and the search goes on
+        after it, as one GET per key would."""
+        i = 0
+        while i < len(keys):
+            end = i + 1
+            # In a cluster, a run shares one non-empty tag (one slot); an untagged key is a run alone.
+            while end < len(keys) and (not self._cluster or (keys[i].tag and keys[end].tag == keys[i].tag)):
+                end += 1
+            got = self._first_held([self.key(k) for k in keys[i:end]])
+            if got is None:             # none held, or the call failed (a miss, counted)
+                i = end
+                continue
+            at = i + got[0]
+            parts = self._checked(self.key(keys[at]), got[1])
+            if parts is not None:
+                return at, parts
+            i = at + 1
+        self._metrics.miss("redis")
+        return -1, None
+
+    def _first_held(self, rkeys: list[str]) -> tuple[int, bytes] | None:
+        def op(client: Any) -> Any:
+            if self._lua:
+                try:
+                    return client.eval(_FIRST_HELD, len(rkeys), *rkeys)
+                except self._response_errors:
+                    # Scripts refused (an ACL, a proxy, a server without Lua): probe instead, from now on.
+                    self._lua = False
+            return _probe_then_get(client, rkeys)
+
+        got = self._call(rkeys[0], op)
+        if got is _SKIPPED or got is _FAILED or got == 0 or got is None:
+            return None
+        if not (isinstance(got, list) and len(got) == 2 and type(got[0]) is int and 1 <= got[0] <= len(rkeys)
+                and isinstance(got[1], bytes)):
+            self._metrics.fault("garbage")     # not what the script returns: a hostile or broken server
+            return None
+        return got[0] - 1, got[1]
+
+    def _checked(self, rkey: str, raw: bytes) -> tuple[str, NDArray[np.uint32], dict[str, Any]] | None:
         try:
             parts = decode(raw, sealer=self._sealer, redis_key=rkey.encode())
         except WireError as exc:
             self._metrics.fault(exc.kind)
-            self._metrics.miss("redis")
             return None
         self._metrics.hit("redis")
         return parts
-
-    def held(self, keys: Sequence[CacheKey]) -> list[bool] | None:
-        """Which of `keys` the server holds, in one pipelined round trip (None when the tier cannot
-        say). The keys of one conversation share a hash tag, so in a cluster this is one slot on one
-        shard. There, keys with another tag than the first (a prefix of system messages only) are not
-        probed but reported True, to be read one by one: a pipeline over two shards would let a lost
-        shard fail, and back off, the probe of a healthy one."""
-        if not keys:
-            return []
-        probed = [i for i, k in enumerate(keys) if not self._cluster or k.tag == keys[0].tag]
-        rkeys = [self.key(keys[i]) for i in probed]
-
-        def probe(client: Any) -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for k in rkeys:
-                pipe.exists(k)
-            return list(pipe.execute())
-
-        got = self._call(rkeys[0], probe)
-        if not isinstance(got, list) or len(got) != len(rkeys):
-            return None
-        out = [True] * len(keys)
-        for i, v in zip(probed, got):
-            out[i] = isinstance(v, int) and v > 0
-        return out
 
     def encode(self, key: CacheKey, text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
         """The sealed value for `key` (what `set` stores)."""
@@ -409,6 +438,25 @@ class RedisTier:
 
 _FAILED = object()
 _SKIPPED = object()
+
+# The nearest held of a conversation's prefix keys (nearest first), in one round trip, moving one
+# value: {index from 1, value}, or 0 when none is held. EVAL rather than EVALSHA: the text is ~100
+# bytes, and nothing to load on every node of a cluster (or again after a failover) first.
+_FIRST_HELD = "for i, k in ipairs(KEYS) do local v = redis.call('GET', k) if v then return {i, v} end end return 0"
+
+
+def _probe_then_get(client: Any, rkeys: list[str]) -> Any:
+    """What the script does, for a server that refuses scripts: EXISTS for every key in one pipelined
+    round trip, then GET the nearest held (another round trip), in the script's reply shape."""
+    pipe = client.pipeline(transaction=False)
+    for k in rkeys:
+        pipe.exists(k)
+    for i, held in enumerate(pipe.execute()):
+        if held:
+            raw = client.get(rkeys[i])
+            if raw is not None:         # expired since: the next held one
+                return [i + 1, raw]
+    return 0
 
 
 def _check_limits(ttl_s: float, socket_timeout_s: float, deadline_s: float, max_value_bytes: int) -> None:

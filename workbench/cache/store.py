@@ -210,8 +210,8 @@ class TwoTierCache:
     def first(self, keys: Sequence[CacheKey]) -> tuple[int, CacheEntry | None, GetSource]:
         """The first of `keys` either tier holds: (its index, the entry, where it came from), as
         `get` on each in turn would find it, or (-1, None, "miss"). The local tier is read first;
-        Redis is asked about the keys before the first local hit in one pipelined round trip
-        (`RedisTier.held`), then read for the first key it holds whose value checks out."""
+        Redis is asked for the nearest of the keys before the first local hit that it holds, in one
+        round trip (`RedisTier.nearest`)."""
         t0 = time.perf_counter_ns()
         try:
             hexes = [_hex(k) for k in keys]
@@ -221,12 +221,10 @@ class TwoTierCache:
                     local_at = i
                     break
             if self._redis is not None and local_at:
-                # None: the tier failed or backs off, which is a miss for each key, as `get` counts it.
-                held = self._redis.held(keys[:local_at]) or [False] * local_at
-                for i in (i for i, h in enumerate(held) if h):
-                    entry, src = self._lookup(keys[i], hexes[i], ("redis", "local"))
-                    if entry is not None:
-                        return i, entry, src
+                i, parts = self._redis.nearest(keys[:local_at])   # counts its own hit / miss / faults
+                if parts is not None:
+                    self._metrics.miss("local")
+                    return i, self._local.setdefault(hexes[i], CacheEntry(*parts)), "redis"
             if local_at < len(keys):
                 entry, src = self._lookup(keys[local_at], hexes[local_at], ("local",))
                 if entry is not None:
