@@ -502,3 +502,20 @@ def test_a_server_that_refuses_scripts_gets_the_pipelined_probe(redis_server: Re
     with_scripts = TwoTierCache(redis_url=redis_server.url, namespace=ns, **FAST)
     redis_server.client().execute_command("ACL", "SETUSER", "default", "+eval")
     assert with_scripts.first(keys)[0] == 3 and with_scripts._redis is not None and with_scripts._redis._lua
+
+
+@pytest.mark.parametrize("where", ["server", "cluster"])
+def test_the_nearest_prompt_over_the_inline_size_is_read_with_a_get(where, redis_server, redis_cluster):  # noqa: F811
+    # The script returns small values itself and only the index of a large one (over 64 KiB).
+    url = redis_server.url if where == "server" else redis_cluster.url
+    ns = f"large{next(_ids)}"
+    keys = [CacheKey(hashlib.sha256(f"{ns}/{i}".encode()).hexdigest(), "conv") for i in range(4)]
+    writer = TwoTierCache(redis_url=url, namespace=ns, **FAST)
+    large = CacheEntry("y" * 100_000, np.arange(30_000, dtype=np.uint32))     # ~220 KB sealed
+    writer.put(keys[1], large)
+    writer.put(keys[3], CacheEntry("small", np.arange(3, dtype=np.uint32)))
+    reader = TwoTierCache(redis_url=url, namespace=ns, **FAST)
+    i, entry, src = reader.first(keys)
+    assert (i, src) == (1, "redis") and entry == large
+    assert reader.first(keys[2:])[:3:2] == (1, "redis")
+    assert reader._redis is not None and reader._redis._lua and sum(reader.metrics().faults.values()) == 0

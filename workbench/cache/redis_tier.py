@@ -305,7 +305,8 @@ class RedisTier:
         turn would find it: (its index, the decoded entry), or (-1, None).
 
         The keys of one conversation share a hash tag (one slot, one shard in a cluster), so one
-        script reads them in one round trip and returns only the nearest held value (`_FIRST_HELD`).
+        script finds the nearest held in one round trip and returns its value when it is small, else
+        the value is read with one GET (`_FIRST_HELD`): one value moved, one or two round trips.
         In a cluster, keys with another tag (a prefix of system messages only, always last) are
         read in a call of their own: one call spanning two shards would let a lost shard fail the
         lookup on a healthy one. A value that fails its checks is counted and the search goes on
@@ -332,7 +333,7 @@ class RedisTier:
         def op(client: Any) -> Any:
             if self._lua:
                 try:
-                    return client.eval(_FIRST_HELD, len(rkeys), *rkeys)
+                    return _script_then_get(client, rkeys)
                 except self._response_errors:
                     # Scripts refused (an ACL, a proxy, a server without Lua): probe instead, from now on.
                     self._lua = False
@@ -439,10 +440,43 @@ class RedisTier:
 _FAILED = object()
 _SKIPPED = object()
 
-# The nearest held of a conversation's prefix keys (nearest first), in one round trip, moving one
-# value: {index from 1, value}, or 0 when none is held. EVAL rather than EVALSHA: the text is ~100
-# bytes, and nothing to load on every node of a cluster (or again after a failover) first.
-_FIRST_HELD = "for i, k in ipairs(KEYS) do local v = redis.call('GET', k) if v then return {i, v} end end return 0"
+# The nearest held of a conversation's prefix keys (nearest first), in one round trip: {index from
+# 1, value} when the value is small, {index} when it is not (the caller GETs it: a value copied
+# through Lua costs the server about 2 µs per KB, more than a round trip above ~64 KiB), 0 when
+# none is held. STRLEN is O(1); pcall: a key of another type is "held" (its GET then fails, a counted
+# miss), not a script error. EVAL rather than EVALSHA: the text is short, and there is nothing to
+# load on every node of a cluster (again after each failover) first.
+_FIRST_HELD = """
+for i, k in ipairs(KEYS) do
+  local n = redis.pcall('STRLEN', k)
+  if type(n) ~= 'number' then return {i} end
+  if n > 0 then
+    if n <= tonumber(ARGV[1]) then return {i, redis.call('GET', k)} end
+    return {i}
+  end
+end
+return 0
+"""
+INLINE_VALUE_BYTES = 64 << 10
+
+
+def _script_then_get(client: Any, rkeys: list[str]) -> Any:
+    """The nearest held of `rkeys` as [index from 1, value], or 0: one round trip for a small value or
+    none held, two for a large one. A value gone between the script and the GET (expired): the
+    search goes on after it. A reply of another shape is returned as is, for the caller to refuse."""
+    start = 0
+    while start < len(rkeys):
+        got = client.eval(_FIRST_HELD, len(rkeys) - start, *rkeys[start:], INLINE_VALUE_BYTES)
+        if not (isinstance(got, list) and got and type(got[0]) is int and 1 <= got[0] <= len(rkeys) - start):
+            return got
+        at = start + got[0]
+        if len(got) == 2:
+            return [at, got[1]]
+        raw = client.get(rkeys[at - 1])
+        if raw is not None:
+            return [at, raw]
+        start = at
+    return 0
 
 
 def _probe_then_get(client: Any, rkeys: list[str]) -> Any:
