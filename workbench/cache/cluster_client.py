@@ -63,8 +63,8 @@ class ClusterClientFactory:
             # A lost shard leaves its slots uncovered until a replica takes over: the other
             # shards keep serving meanwhile.
             require_full_coverage=False,
-            # Replicas may serve reads (GET, EXISTS); the primary is in the rotation too, so a
-            # shard whose replica is gone still answers.
+            # Replicas may serve reads (GET; the nearest-prefix script runs on the master); the
+            # primary is in the rotation too, so a shard whose replica is gone still answers.
             load_balancing_strategy=LoadBalancingStrategy.ROUND_ROBIN if spec.read_from_replicas else None,
             **kwargs)
 
