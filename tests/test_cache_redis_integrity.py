@@ -159,10 +159,10 @@ def test_the_tag_covers_every_byte_of_the_value_and_the_key():
 
 
 def test_the_wire_format_version_is_bumped_and_the_tag_is_in_the_header():
-    assert FORMAT_VERSION == 2
+    assert FORMAT_VERSION == 3
     blob = encode("t", np.array([7], dtype=np.uint32), {}, sealer=Sealer(SECRET), redis_key=b"k")
     magic, version, _, _, _, tok_n, _, tag = _HEAD.unpack_from(blob)
-    assert (magic, version, tok_n) == (MAGIC, 2, 1) and tag != bytes(32)
+    assert (magic, version, tok_n) == (MAGIC, FORMAT_VERSION, 1) and tag != bytes(32)
     assert blob.endswith(np.array([7], dtype="<u4").tobytes())
 
 

@@ -18,7 +18,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..budget import Budget, Window, measure, measure_next, resolve_window
-from ..cache.keys import extend_chain, prefix_chain, prompt_key
+from ..cache.keys import extend_chain, prefix_chain, prompt_key, tag_index
 from ..cache.store import TwoTierCache
 from ..cleaning import CleaningPolicy, clean
 from ..conversation import Conversation
@@ -245,7 +245,7 @@ class Assembler:
                 str(built.text), conv.messages, built.spans, self.template.source)), inspected=True)
         diags = req.diags + list(outcome.notes) + list(built.diags)
         chain = _chain(conv, built, previous)
-        key = prompt_key(req.ctx.fingerprint, conv.tools, chain, built.gen)
+        key = prompt_key(req.ctx.fingerprint, conv.tools, chain, built.gen, tag_at=tag_index(conv.messages))
         bud = _budget(req.win, built, outcome, previous)
         if bud.used == 0 and conv.messages:
             # A template that renders nothing (a `{# nothing #}` custom template) is a bug, not a prompt.

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from ..cache.keys import CacheKey, prefix_chain, prompt_key
+from ..cache.keys import CacheKey, prefix_chain, prompt_key, tag_index
 from ..cache.prompts import from_entry, to_entry
 from ..cache.store import CacheEntry, TwoTierCache
 from ..conversation import Conversation
@@ -43,7 +43,7 @@ def from_cache(ctx: BuildContext, cache: TwoTierCache, conv: Conversation, add_g
     the result against one (a prompt over it is returned for the caller to truncate); `estimated`:
     the caller's fast estimate, kept on a prompt assembled here."""
     chain = prefix_chain(conv.messages)
-    key = prompt_key(ctx.fingerprint, conv.tools, chain, add_generation_prompt)
+    key = prompt_key(ctx.fingerprint, conv.tools, chain, add_generation_prompt, tag_at=tag_index(conv.messages))
     entry, src = cache.get(key)
     if entry is not None:
         built = _entry_built(ctx, conv, entry, src, add_generation_prompt)
@@ -59,18 +59,23 @@ def from_cache(ctx: BuildContext, cache: TwoTierCache, conv: Conversation, add_g
 
 def _extend_earlier(ctx: BuildContext, cache: TwoTierCache, conv: Conversation, chain: Sequence[str],
                     add_generation_prompt: bool) -> Built | None:
-    """The nearest earlier prompt of this conversation in the cache, extended to `conv`."""
+    """The nearest earlier prompt of this conversation in the cache, extended to `conv`. The shorter
+    prefixes are looked up together (`TwoTierCache.first`: one Redis round trip for all of them, as
+    they share the conversation's hash tag), nearest first."""
     msgs = conv.messages
-    for j in range(len(msgs) - 1, max(len(msgs) - 1 - PREFIX_PROBES, 0), -1):
-        e, src = cache.get(prompt_key(ctx.fingerprint, conv.tools, chain[:j], True))
-        if e is None:
-            continue
-        head = conv.with_messages(msgs[:j])
-        prev = _entry_built(ctx, head, e, src, True)
-        if prev is None:
-            return None
-        return extend(ctx, Cached.of(prev), conv, add_generation_prompt, tier=prev.hit)
-    return None
+    at = tag_index(msgs)
+    lengths = range(len(msgs) - 1, max(len(msgs) - 1 - PREFIX_PROBES, 0), -1)
+    # A prefix of system messages only takes its tag from its own last message (min), as its own
+    # prompt was stored under; every other prefix shares the request's tag.
+    keys = [prompt_key(ctx.fingerprint, conv.tools, chain[:j], True, tag_at=min(at, j - 1)) for j in lengths]
+    i, e, src = cache.first(keys)
+    if e is None:
+        return None
+    j = lengths[i]
+    prev = _entry_built(ctx, conv.with_messages(msgs[:j]), e, src, True)
+    if prev is None:
+        return None
+    return extend(ctx, Cached.of(prev), conv, add_generation_prompt, tier=prev.hit)
 
 
 def _single_flight(ctx: BuildContext, cache: TwoTierCache, key: CacheKey, conv: Conversation,

@@ -18,7 +18,12 @@ KEY_FORMAT = 2   # 2: keys derive from the build context
 
 @dataclass(frozen=True, slots=True)
 class CacheKey:
+    """A prompt's digest, and the hash tag of its conversation (empty: none). The tag is not part of
+    the digest (it is derived from the same inputs); the Redis tier writes it as `{tag}` in the key, so
+    every prompt of one conversation lands in one cluster hash slot (multi-key reads, no CROSSSLOT)."""
+
     hex: str
+    tag: str = ""
 
     @property
     def short(self) -> str:
@@ -70,10 +75,28 @@ def extend_chain(chain: Sequence[str], messages: Sequence[Message], start: int) 
     return head + tuple(prefix_chain(messages[start:], head[-1] if head else ""))
 
 
-def prompt_key(context: str, tools: Sequence[str], chain: Sequence[str], add_generation_prompt: bool) -> CacheKey:
+def tag_index(messages: Sequence[Message]) -> int:
+    """Where a conversation's hash tag is taken: its first message that is not a system message (the
+    last one when all are). Every later turn of the conversation keeps that message, so its prompts
+    share the tag; two conversations with one system prompt differ there, so they spread over slots
+    (a tag of the system prompt alone would make one hot slot per deployment)."""
+    for i, m in enumerate(messages):
+        if m.role != "system":
+            return i
+    return len(messages) - 1
+
+
+def prompt_key(context: str, tools: Sequence[str], chain: Sequence[str], add_generation_prompt: bool,
+               *, tag_at: int | None = None) -> CacheKey:
     """The key of one assembled prompt, and the only place keys are made: the build context's
     fingerprint (`context`: every setting that changes the output, workbench/assembly/context.py),
     the tool schemas exactly as the client sent them (templates render them in that key order), the
-    message chain, the generation flag."""
-    return CacheKey(_h(f"prompt/{KEY_FORMAT}", context, _h(*tools) if tools else "",
-                       chain[-1] if chain else "", "gen" if add_generation_prompt else "nogen"))
+    message chain, the generation flag. `tag_at` (`tag_index` of the messages) names the link of the
+    chain the conversation's hash tag is taken from; None: no tag."""
+    tools_h = _h(*tools) if tools else ""
+    tag = ""
+    if tag_at is not None and 0 <= tag_at < len(chain):
+        # 16 hex digits: plenty to spread conversations over 16,384 slots, short in every key.
+        tag = _h("tag", context, tools_h, chain[tag_at])[:16]
+    return CacheKey(_h(f"prompt/{KEY_FORMAT}", context, tools_h,
+                       chain[-1] if chain else "", "gen" if add_generation_prompt else "nogen"), tag)

@@ -156,6 +156,8 @@ class BoundedRESP2Parser(_RESP2Parser):
     """
 
     max_value_bytes = 64 << 20
+    max_array_items = MAX_ARRAY_ITEMS
+    max_array_depth = MAX_ARRAY_DEPTH
 
     def on_connect(self, connection: Any) -> None:
         super().on_connect(connection)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
@@ -200,7 +202,7 @@ class BoundedRESP2Parser(_RESP2Parser):
             n = _length(response, "array")
             if n == -1:
                 return None
-            if n > MAX_ARRAY_ITEMS or _depth >= MAX_ARRAY_DEPTH:
+            if n > self.max_array_items or _depth >= self.max_array_depth:
                 raise InvalidResponse(f"Protocol Error: an array of {n} items at depth {_depth} "
                                       "is not a reply to GET or SET")
             response = [self._read_response(disable_decoding, timeout, _depth + 1) for _ in range(n)]
@@ -212,6 +214,41 @@ class BoundedRESP2Parser(_RESP2Parser):
         return response
 
 
-def bounded_parser(max_value_bytes: int) -> type[BoundedRESP2Parser]:
+def bounded_parser(max_value_bytes: int, max_array_items: int = MAX_ARRAY_ITEMS,
+                   max_array_depth: int = MAX_ARRAY_DEPTH) -> type[BoundedRESP2Parser]:
     """A parser class for one Redis tier: redis-py builds one instance per connection."""
-    return type("BoundedRESP2Parser", (BoundedRESP2Parser,), {"max_value_bytes": max_value_bytes})
+    return type("BoundedRESP2Parser", (BoundedRESP2Parser,),
+                {"max_value_bytes": max_value_bytes, "max_array_items": max_array_items,
+                 "max_array_depth": max_array_depth})
+
+
+def bounded_connection(max_value_bytes: int, *, tls: bool = False, max_array_items: int = MAX_ARRAY_ITEMS,
+                       max_array_depth: int = MAX_ARRAY_DEPTH) -> type[Any]:
+    """A redis-py connection class with the bounded parser whose connect ends by the open call's
+    deadline. A cluster client opens connections inside a call (to the node a MOVED names, to each
+    startup node when it reads the topology again); each must fit in what is left of the deadline,
+    not take a fresh connect timeout of its own."""
+    from redis.connection import Connection, SSLConnection
+
+    parser = bounded_parser(max_value_bytes, max_array_items, max_array_depth)
+    base: type[Any] = SSLConnection if tls else Connection
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["parser_class"] = parser
+        base.__init__(self, *args, **kwargs)
+
+    def _connect(self: Any) -> Any:
+        deadline = _call.deadline
+        if not deadline:
+            return base._connect(self)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("the Redis call passed its deadline before connecting")
+        saved = self.socket_connect_timeout
+        self.socket_connect_timeout = left if saved is None else min(saved, left)
+        try:
+            return base._connect(self)
+        finally:
+            self.socket_connect_timeout = saved
+
+    return type("BoundedConnection", (base,), {"__init__": __init__, "_connect": _connect})

@@ -27,7 +27,8 @@ server that dribbles bytes or sends a huge value costs at most the deadline and 
 counts as a "deadline" or "oversize" fault. A failed call starts a back-off: the tier is
 skipped for a short interval that doubles up to a cap, and one caller at a time probes when it
 ends, so a dead, paused or hostile server costs about one deadline per interval instead of one
-per call.
+per call. On a Redis Cluster (`redis+cluster://`, cluster.py, cluster_client.py) the back-off is
+per shard, and the key holds the conversation's hash tag, `{tag}digest` (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from hashlib import sha256
 from typing import Any
 
@@ -51,13 +52,15 @@ from numpy.typing import NDArray
 
 from .._optional import require
 from ..errors import WorkbenchError
+from .cluster import is_cluster_url, parse_cluster_url
+from .keys import CacheKey
 from .metrics import CacheMetrics, FaultKind
 from .secret import CacheSecret
 
 # Bump when the layout below changes: it is in the header and in every key, so two
 # versions of the workbench sharing one Redis never read each other's entries.
-# 2: the HMAC tag over key and value.
-FORMAT_VERSION = 2
+# 2: the HMAC tag over key and value. 3: keys carry the conversation's hash tag, `{tag}digest`.
+FORMAT_VERSION = 3
 MAGIC = b"WBSC"
 TAG_BYTES = 32
 _HEAD = struct.Struct("<4sHHIIII32s")
@@ -190,26 +193,58 @@ DEFAULT_MAX_VALUE_BYTES = 64 << 20
 DEFAULT_DEADLINE_S = 0.5
 
 
+class Backoff:
+    """When a failing server may be tried again: skipped for an interval that doubles up to a cap,
+    then one caller at a time probes (half-open) until a call succeeds."""
+
+    __slots__ = ("_initial", "_max", "_delay", "_retry_at", "_lock")
+
+    def __init__(self, initial_s: float, max_s: float):
+        self._initial, self._max, self._delay = initial_s, max_s, initial_s
+        self._retry_at = 0.0          # 0: healthy; else monotonic time before which calls are skipped
+        self._lock = threading.Lock()
+
+    def admit(self) -> bool:
+        if not self._retry_at:          # the healthy path takes no lock
+            return True
+        with self._lock:
+            now = time.monotonic()
+            if self._retry_at and now < self._retry_at:
+                return False
+            if self._retry_at:
+                # Half-open: this caller probes; the others keep skipping until it reports back.
+                self._retry_at = now + self._delay
+            return True
+
+    def healthy(self) -> None:
+        if self._retry_at or self._delay != self._initial:
+            with self._lock:
+                self._retry_at = 0.0
+                self._delay = self._initial
+
+    def failed(self) -> None:
+        with self._lock:
+            self._retry_at = time.monotonic() + self._delay
+            self._delay = min(self._delay * 2, self._max)
+
+
 class RedisTier:
-    """GET/SET of sealed entries under `workbench:{environment}:{FORMAT_VERSION}:{namespace}:`."""
+    """GET/SET of sealed entries under `workbench:{environment}:{FORMAT_VERSION}:{namespace}:`, on one
+    server (`redis://`, `rediss://`, `unix://`) or a cluster (`redis+cluster://`, cluster.py).
+
+    In a cluster the back-off is per shard (the master that owns the key's slot, as the client last
+    saw the topology): a lost or paused shard is skipped while the others keep serving, and once a
+    replica is promoted its slots map to another node name, which starts healthy.
+    """
 
     def __init__(self, url: str, *, environment: str, namespace: str, ttl_s: float,
                  socket_timeout_s: float, metrics: CacheMetrics, secret: CacheSecret,
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, deadline_s: float = DEFAULT_DEADLINE_S):
         redis = require("redis", "the shared Redis cache tier (WORKBENCH_REDIS_URL)")
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        from .redis_reply import DeadlineExceeded, ReplyTooLarge, bounded_call
 
-        from .redis_reply import DeadlineExceeded, ReplyTooLarge, bounded_call, bounded_parser
-
-        for name, value in (("ttl_s", ttl_s), ("socket_timeout_s", socket_timeout_s),
-                            ("redis_deadline_s", deadline_s)):
-            # A zero or missing timeout would let a hung server block assembly forever.
-            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
-                raise WorkbenchError(f"cache {name} must be a positive number of seconds, got {value!r}")
-        if not (isinstance(max_value_bytes, int) and not isinstance(max_value_bytes, bool) and max_value_bytes > 0):
-            raise WorkbenchError(f"cache max_value_bytes must be a positive integer, got {max_value_bytes!r}")
+        _check_limits(ttl_s, socket_timeout_s, deadline_s, max_value_bytes)
         self.prefix = f"workbench:{check_name('environment', environment)}:{FORMAT_VERSION}:" \
                       f"{check_name('namespace', namespace)}:"
         self.max_value_bytes = max_value_bytes
@@ -222,106 +257,170 @@ class RedisTier:
         self._limit_errors: dict[type[BaseException], FaultKind] = {
             DeadlineExceeded: "deadline", ReplyTooLarge: "oversize"}
         self._timeout_errors = (redis.exceptions.TimeoutError, socket.timeout, TimeoutError)
-        self._connect_errors = (redis.exceptions.ConnectionError, OSError)
+        self._connect_errors = (redis.exceptions.ConnectionError, OSError,
+                                redis.exceptions.ClusterError, redis.exceptions.RedisClusterException)
         self._protocol_errors = (redis.exceptions.InvalidResponse,)
-        try:
-            # No client-side retries: a retry multiplies the timeout we promised to pay at most once;
-            # the back-off below decides when to try again. The bounded parser caps every reply and
-            # holds every read to the call's deadline; it reads RESP2 (redis-py 8 defaults to RESP3,
-            # which GET and SET do not need). The connect timeout never outlasts the deadline.
-            self._client = redis.Redis.from_url(
-                url, socket_timeout=socket_timeout_s,
-                socket_connect_timeout=min(socket_timeout_s, deadline_s),
-                retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0,
-                protocol=2, parser_class=bounded_parser(max_value_bytes))
-        except ValueError as exc:
-            raise WorkbenchError(f"the Redis URL is not valid: {exc}",
-                                 hint="use redis://HOST:PORT/DB (WORKBENCH_REDIS_URL or redis_url=)") from None
-        protocol = self._client.connection_pool.connection_kwargs.get("protocol")
-        if protocol not in (2, "2"):    # a protocol=3 in the URL overrides the argument above
-            raise WorkbenchError(f"the Redis URL asks for protocol {protocol}; the cache tier reads RESP2 only",
-                                 hint="remove protocol=... from the Redis URL")
-        self._backoff_initial = backoff_initial_s
-        self._backoff_max = backoff_max_s
-        self._delay = backoff_initial_s
-        self._retry_at = 0.0          # 0: healthy; else monotonic time before which calls are skipped
-        self._lock = threading.Lock()
+        self._response_errors = (redis.exceptions.ResponseError,)
+        self._lua = True          # the nearest-prefix lookup runs as a script until a server refuses it
+        self._backoff_args = (backoff_initial_s, backoff_max_s)
+        self._backoffs: dict[str, Backoff] = {}
+        self._backoffs_lock = threading.Lock()
+        self._cluster = is_cluster_url(url)
+        self._client_lock = threading.Lock()
+        self._client: Any = None
+        if self._cluster:
+            from .cluster_client import ClusterClientFactory
+            # Parsed now (a bad URL is an error at once); connected on first use, under a call's
+            # deadline: building a cluster client reads the topology, and a cluster that is down
+            # must cost a miss, not a failed start.
+            self._factory = ClusterClientFactory(parse_cluster_url(url), socket_timeout_s=socket_timeout_s,
+                                                 connect_timeout_s=min(socket_timeout_s, deadline_s),
+                                                 max_value_bytes=max_value_bytes)
+        else:
+            self._client = _single_client(redis, url, socket_timeout_s, deadline_s, max_value_bytes)
 
-    def key(self, key_hex: str) -> str:
-        return self.prefix + key_hex
+    # --- keys ----------------------------------------------------------------------------
 
-    def get(self, key_hex: str) -> tuple[str, NDArray[np.uint32], dict[str, Any]] | None:
-        if not self._admit():
+    def key(self, key: CacheKey) -> str:
+        """`{tag}` before the digest: the keys of one conversation share a cluster hash slot."""
+        return f"{self.prefix}{{{key.tag}}}{key.hex}" if key.tag else self.prefix + key.hex
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def get(self, key: CacheKey) -> tuple[str, NDArray[np.uint32], dict[str, Any]] | None:
+        rkey = self.key(key)
+        raw = self._call(rkey, lambda c: c.get(rkey))
+        if raw is _SKIPPED:
             return None
-        rkey = self.prefix + key_hex
-        try:
-            with self._bounded_call(self.deadline_s):
-                raw = self._client.get(rkey)
-        except Exception as exc:  # noqa: BLE001 - any client failure is a miss, never an error
-            self._failed(exc)
+        if raw is _FAILED or raw is None:
             self._metrics.miss("redis")
             return None
-        self._healthy()
-        if raw is None:
+        parts = self._checked(rkey, raw)
+        if parts is None:
             self._metrics.miss("redis")
+        return parts
+
+    def nearest(self, keys: Sequence[CacheKey]) -> tuple[int, tuple[str, NDArray[np.uint32], dict[str, Any]] | None]:
+        """The first of `keys` the server holds with a value that checks out, as `get` on each in
+        turn would find it: (its index, the decoded entry), or (-1, None).
+
+        The keys of one conversation share a hash tag (one slot, one shard in a cluster), so one
+        script finds the nearest held in one round trip and returns its value when it is small, else
+        the value is read with one GET (`_FIRST_HELD`): one value moved, one or two round trips.
+        In a cluster, keys with another tag (a prefix of system messages only, always last) are
+        read in a call of their own: one call spanning two shards would let a lost shard fail the
+        lookup on a healthy one. A value that fails its checks is counted and the search goes on
+        after it, as one GET per key would."""
+        i = 0
+        while i < len(keys):
+            end = i + 1
+            # In a cluster, a run shares one non-empty tag (one slot); an untagged key is a run alone.
+            while end < len(keys) and (not self._cluster or (keys[i].tag and keys[end].tag == keys[i].tag)):
+                end += 1
+            got = self._first_held([self.key(k) for k in keys[i:end]])
+            if got is None:             # none held, or the call failed (a miss, counted)
+                i = end
+                continue
+            at = i + got[0]
+            parts = self._checked(self.key(keys[at]), got[1])
+            if parts is not None:
+                return at, parts
+            i = at + 1
+        self._metrics.miss("redis")
+        return -1, None
+
+    def _first_held(self, rkeys: list[str]) -> tuple[int, bytes] | None:
+        def op(client: Any) -> Any:
+            if self._lua:
+                try:
+                    return _script_then_get(client, rkeys)
+                except self._response_errors:
+                    # Scripts refused (an ACL, a proxy, a server without Lua): probe instead, from now on.
+                    self._lua = False
+            return _probe_then_get(client, rkeys)
+
+        got = self._call(rkeys[0], op)
+        if got is _SKIPPED or got is _FAILED or got == 0 or got is None:
             return None
+        if not (isinstance(got, list) and len(got) == 2 and type(got[0]) is int and 1 <= got[0] <= len(rkeys)
+                and isinstance(got[1], bytes)):
+            self._metrics.fault("garbage")     # not what the script returns: a hostile or broken server
+            return None
+        return got[0] - 1, got[1]
+
+    def _checked(self, rkey: str, raw: bytes) -> tuple[str, NDArray[np.uint32], dict[str, Any]] | None:
         try:
             parts = decode(raw, sealer=self._sealer, redis_key=rkey.encode())
         except WireError as exc:
             self._metrics.fault(exc.kind)
-            self._metrics.miss("redis")
             return None
         self._metrics.hit("redis")
         return parts
 
-    def encode(self, key_hex: str, text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
-        """The sealed value for `key_hex` (what `set` stores)."""
-        return encode(text, token_ids, meta, sealer=self._sealer, redis_key=(self.prefix + key_hex).encode())
+    def encode(self, key: CacheKey, text: str, token_ids: NDArray[np.uint32], meta: Meta) -> bytes:
+        """The sealed value for `key` (what `set` stores)."""
+        return encode(text, token_ids, meta, sealer=self._sealer, redis_key=self.key(key).encode())
 
-    def set(self, key_hex: str, blob: bytes) -> bool:
+    def set(self, key: CacheKey, blob: bytes) -> bool:
         if len(blob) > self.max_value_bytes:
             # Every reader would refuse it: storing it would only cost the write and the memory.
             self._metrics.count("redis_oversize_puts")
             return False
-        if not self._admit():
-            return False
-        try:
-            with self._bounded_call(self.deadline_s):
-                self._client.set(self.prefix + key_hex, blob, px=self._ttl_ms)
-        except Exception as exc:  # noqa: BLE001
-            self._failed(exc)
-            return False
-        self._healthy()
-        return True
+        rkey = self.key(key)
+        return self._call(rkey, lambda c: c.set(rkey, blob, px=self._ttl_ms)) not in (_FAILED, _SKIPPED)
 
     def close(self) -> None:
         try:
-            self._client.close()
+            if self._client is not None:
+                self._client.close()
         except Exception:  # noqa: BLE001 - closing a dead connection is not news
             pass
 
-    # --- back-off ------------------------------------------------------------------------
+    def _call(self, rkey: str, op: Callable[[Any], Any]) -> Any:
+        """`op(client)` within the deadline; `_SKIPPED` while the key's shard backs off; `_FAILED` when
+        the call failed (the fault counted, the shard backed off unless only the call was wrong)."""
+        shard = self._shard(rkey)
+        backoff = self._backoff(shard)
+        if not backoff.admit():
+            self._metrics.count("redis_skipped")
+            return _SKIPPED
+        try:
+            with self._bounded_call(self.deadline_s):
+                result = op(self._connected())
+        except Exception as exc:  # noqa: BLE001 - any client failure is a miss, never an error
+            if self._failed(exc):
+                # The shard as the client sees it now: the call may have built the client (its
+                # first topology) or followed a MOVED to the slot's new owner, and it is that
+                # node which failed.
+                self._backoff(self._shard(rkey)).failed()
+            return _FAILED
+        backoff.healthy()
+        return result
 
-    def _admit(self) -> bool:
-        if not self._retry_at:          # the healthy path takes no lock
-            return True
-        with self._lock:
-            now = time.monotonic()
-            if self._retry_at and now < self._retry_at:
-                self._metrics.count("redis_skipped")
-                return False
-            if self._retry_at:
-                # Half-open: this caller probes; the others keep skipping until it reports back.
-                self._retry_at = now + self._delay
-            return True
+    def _connected(self) -> Any:
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._factory.connect()
+        return self._client
 
-    def _healthy(self) -> None:
-        if self._retry_at or self._delay != self._backoff_initial:
-            with self._lock:
-                self._retry_at = 0.0
-                self._delay = self._backoff_initial
+    # --- back-off, per shard in a cluster ------------------------------------------------
 
-    def _failed(self, exc: BaseException) -> None:
+    def _shard(self, rkey: str) -> str:
+        if not self._cluster or self._client is None:
+            return ""     # one server, or a cluster not reached yet: one back-off for all
+        owner = self._factory.owner(self._client, rkey)
+        return owner or ""
+
+    def _backoff(self, shard: str) -> Backoff:
+        b = self._backoffs.get(shard)
+        if b is None:
+            with self._backoffs_lock:
+                b = self._backoffs.setdefault(shard, Backoff(*self._backoff_args))
+        return b
+
+    def _failed(self, exc: BaseException) -> bool:
+        """Count the fault; True when the server misbehaves (back off), False when only the call did."""
         kind: FaultKind
         limit = next((k for cls, k in self._limit_errors.items() if isinstance(exc, cls)), None)
         if limit is not None:
@@ -329,13 +428,101 @@ class RedisTier:
         elif isinstance(exc, self._timeout_errors):
             kind = "timeout"
         elif isinstance(exc, self._connect_errors):
-            kind = "connect"
+            kind = "connect"    # also a cluster that is down, moving slots or unreachable
         elif isinstance(exc, self._protocol_errors):
             kind = "garbage"    # the peer does not speak RESP: not Redis, or a broken proxy
         else:
             kind = "other"      # e.g. WRONGTYPE at this key: the server is fine, no back-off
         self._metrics.fault(kind)
-        if kind != "other":
-            with self._lock:
-                self._retry_at = time.monotonic() + self._delay
-                self._delay = min(self._delay * 2, self._backoff_max)
+        return kind != "other"
+
+
+_FAILED = object()
+_SKIPPED = object()
+
+# The nearest held of a conversation's prefix keys (nearest first), in one round trip: {index from
+# 1, value} when the value is small, {index} when it is not (the caller GETs it: a value copied
+# through Lua costs the server about 2 µs per KB, more than a round trip above ~64 KiB), 0 when
+# none is held. STRLEN is O(1); pcall: a key of another type is "held" (its GET then fails, a counted
+# miss), not a script error. EVAL rather than EVALSHA: the text is short, and there is nothing to
+# load on every node of a cluster (again after each failover) first.
+_FIRST_HELD = """
+for i, k in ipairs(KEYS) do
+  local n = redis.pcall('STRLEN', k)
+  if type(n) ~= 'number' then return {i} end
+  if n > 0 then
+    if n <= tonumber(ARGV[1]) then return {i, redis.call('GET', k)} end
+    return {i}
+  end
+end
+return 0
+"""
+INLINE_VALUE_BYTES = 64 << 10
+
+
+def _script_then_get(client: Any, rkeys: list[str]) -> Any:
+    """The nearest held of `rkeys` as [index from 1, value], or 0: one round trip for a small value or
+    none held, two for a large one. A value gone between the script and the GET (expired): the
+    search goes on after it. A reply of another shape is returned as is, for the caller to refuse."""
+    start = 0
+    while start < len(rkeys):
+        got = client.eval(_FIRST_HELD, len(rkeys) - start, *rkeys[start:], INLINE_VALUE_BYTES)
+        if not (isinstance(got, list) and got and type(got[0]) is int and 1 <= got[0] <= len(rkeys) - start):
+            return got
+        at = start + got[0]
+        if len(got) == 2:
+            return [at, got[1]]
+        raw = client.get(rkeys[at - 1])
+        if raw is not None:
+            return [at, raw]
+        start = at
+    return 0
+
+
+def _probe_then_get(client: Any, rkeys: list[str]) -> Any:
+    """What the script does, for a server that refuses scripts: EXISTS for every key in one pipelined
+    round trip, then GET the nearest held (another round trip), in the script's reply shape."""
+    pipe = client.pipeline(transaction=False)
+    for k in rkeys:
+        pipe.exists(k)
+    for i, held in enumerate(pipe.execute()):
+        if held:
+            raw = client.get(rkeys[i])
+            if raw is not None:         # expired since: the next held one
+                return [i + 1, raw]
+    return 0
+
+
+def _check_limits(ttl_s: float, socket_timeout_s: float, deadline_s: float, max_value_bytes: int) -> None:
+    for name, value in (("ttl_s", ttl_s), ("socket_timeout_s", socket_timeout_s),
+                        ("redis_deadline_s", deadline_s)):
+        # A zero or missing timeout would let a hung server block assembly forever.
+        if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+            raise WorkbenchError(f"cache {name} must be a positive number of seconds, got {value!r}")
+    if not (isinstance(max_value_bytes, int) and not isinstance(max_value_bytes, bool) and max_value_bytes > 0):
+        raise WorkbenchError(f"cache max_value_bytes must be a positive integer, got {max_value_bytes!r}")
+
+
+def _single_client(redis: Any, url: str, socket_timeout_s: float, deadline_s: float, max_value_bytes: int) -> Any:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from .redis_reply import bounded_parser
+    try:
+        # No client-side retries: a retry multiplies the timeout we promised to pay at most once;
+        # the back-off decides when to try again. The bounded parser caps every reply and holds
+        # every read to the call's deadline; it reads RESP2 (redis-py 8 defaults to RESP3, which
+        # GET and SET do not need). The connect timeout never outlasts the deadline.
+        client = redis.Redis.from_url(
+            url, socket_timeout=socket_timeout_s, socket_connect_timeout=min(socket_timeout_s, deadline_s),
+            retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0,
+            protocol=2, parser_class=bounded_parser(max_value_bytes))
+    except ValueError as exc:
+        raise WorkbenchError(f"the Redis URL is not valid: {exc}",
+                             hint="use redis://HOST:PORT/DB, or redis+cluster://HOST:PORT,HOST:PORT/ for a "
+                                  "cluster (WORKBENCH_REDIS_URL or redis_url=)") from None
+    protocol = client.connection_pool.connection_kwargs.get("protocol")
+    if protocol not in (2, "2"):    # a protocol=3 in the URL overrides the argument above
+        raise WorkbenchError(f"the Redis URL asks for protocol {protocol}; the cache tier reads RESP2 only",
+                             hint="remove protocol=... from the Redis URL")
+    return client

@@ -175,7 +175,7 @@ class TwoTierCache:
 
     def redis_key(self, key: CacheKey) -> str | None:
         """The Redis key an entry lives under (None without a Redis tier)."""
-        return None if self._redis is None else self._redis.key(key.hex)
+        return None if self._redis is None else self._redis.key(key)
 
     # --- get / put -----------------------------------------------------------------------
 
@@ -186,11 +186,11 @@ class TwoTierCache:
             raise CacheValueError(f"tiers must be drawn from {TIERS}, got {tuple(tiers)}")
         t0 = time.perf_counter_ns()
         try:
-            return self._lookup(hex_, tiers)
+            return self._lookup(key, hex_, tiers)
         finally:
             self._metrics.latency("get", time.perf_counter_ns() - t0)
 
-    def _lookup(self, hex_: str, tiers: Sequence[Tier]) -> tuple[CacheEntry | None, GetSource]:
+    def _lookup(self, key: CacheKey, hex_: str, tiers: Sequence[Tier]) -> tuple[CacheEntry | None, GetSource]:
         if "local" in tiers:
             entry = self._local.get(hex_)
             if entry is not None:
@@ -198,7 +198,7 @@ class TwoTierCache:
                 return entry, "local"
             self._metrics.miss("local")
         if "redis" in tiers and self._redis is not None:
-            parts = self._redis.get(hex_)  # counts its own hit / miss / fault
+            parts = self._redis.get(key)  # counts its own hit / miss / fault
             if parts is not None:
                 entry = CacheEntry(*parts)
                 if "local" in tiers:
@@ -206,6 +206,32 @@ class TwoTierCache:
                     entry = self._local.setdefault(hex_, entry)
                 return entry, "redis"
         return None, "miss"
+
+    def first(self, keys: Sequence[CacheKey]) -> tuple[int, CacheEntry | None, GetSource]:
+        """The first of `keys` either tier holds: (its index, the entry, where it came from), as
+        `get` on each in turn would find it, or (-1, None, "miss"). The local tier is read first;
+        Redis is asked for the nearest of the keys before the first local hit that it holds, in one
+        round trip (`RedisTier.nearest`)."""
+        t0 = time.perf_counter_ns()
+        try:
+            hexes = [_hex(k) for k in keys]
+            local_at = len(keys)
+            for i, h in enumerate(hexes):
+                if h in self._local:
+                    local_at = i
+                    break
+            if self._redis is not None and local_at:
+                i, parts = self._redis.nearest(keys[:local_at])   # counts its own hit / miss / faults
+                if parts is not None:
+                    self._metrics.miss("local")
+                    return i, self._local.setdefault(hexes[i], CacheEntry(*parts)), "redis"
+            if local_at < len(keys):
+                entry, src = self._lookup(keys[local_at], hexes[local_at], ("local",))
+                if entry is not None:
+                    return local_at, entry, src
+            return -1, None, "miss"
+        finally:
+            self._metrics.latency("get", time.perf_counter_ns() - t0)
 
     def put(self, key: CacheKey, entry: CacheEntry) -> None:
         """Write-through: local first, then Redis (a Redis failure is counted, not raised)."""
@@ -221,7 +247,7 @@ class TwoTierCache:
                     # Its encoding is at least this large: refuse it before copying it into one.
                     self._metrics.count("redis_oversize_puts")
                 else:
-                    self._redis.set(hex_, self._redis.encode(hex_, entry.text, entry.token_ids, entry.meta))
+                    self._redis.set(key, self._redis.encode(key, entry.text, entry.token_ids, entry.meta))
         finally:
             self._metrics.latency("put", time.perf_counter_ns() - t0)
 
