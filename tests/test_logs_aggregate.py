@@ -244,6 +244,15 @@ def test_ray_prints_the_same_report(ray_cluster: Any, logs: list[Path], local: d
     assert {k: v for k, v in ray.items() if k != "runner"} == {k: v for k, v in local.items() if k != "runner"}
 
 
+def test_ray_strict_raises_the_index_error(ray_cluster: Any, logs: list[Path]) -> None:
+    """With --ray the index pass runs in a thread while Ray starts: its error still reaches the caller,
+    the same as without Ray, and Ray stays usable."""
+    a, b = (str(p) for p in logs)
+    with pytest.raises(LogFileError, match=r"a\.jsonl:3: not valid JSON"):
+        aggregate([a, b], ray=True, strict=True)
+    assert ray_cluster.is_initialized()
+
+
 def test_cli_joins_a_cluster_by_address(ray_cluster: Any, logs: list[Path], local: dict[str, Any]) -> None:
     """`--ray ADDRESS` from another process: it joins the cluster this module started."""
     address = ray_cluster.get_runtime_context().gcs_address

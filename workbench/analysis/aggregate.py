@@ -109,14 +109,15 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
     options = Options(template, tokenizer)
     # The default template and tokenizer load here first: a wrong name is one error before any work.
     Assemblers(options).get(options.default_template)
-    index = index_logs(paths, strict=strict)
     names = [os.fspath(p) for p in paths]
     runner: dict[str, Any]
     if ray is None or ray is False:
+        index = index_logs(paths, strict=strict)
         tally, runner = _local(index, names, options, progress), {"mode": "local", "address": None, "workers": 1}
     else:
         from .ray_runner import run_on_ray
-        tally, runner = run_on_ray(index, names, options, None if ray is True else str(ray), progress)
+        index, tally, runner = run_on_ray(lambda: index_logs(paths, strict=strict), names, options,
+                                          None if ray is True else str(ray), progress)
     tally.bad.extend(index.bad)
     if strict and tally.bad:
         raise min(tally.bad, key=lambda b: (names.index(b.file) if b.file in names else 0, b.line)).error()
