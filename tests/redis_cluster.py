@@ -218,27 +218,24 @@ def launch_cluster(workdir: Path | None = None, exe: str | None = None) -> Clust
     return cluster
 
 
-def _launch(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+def _launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         pytest.fail("redis-server and redis-cli are not on PATH: install them (Debian/Ubuntu: apt-get install "
                     "redis-server; macOS: brew install redis). The cluster tests start a real cluster; CI "
                     "installs it.", pytrace=False)
-    return launch_cluster(tmp_path_factory.mktemp("cluster"))
+    cluster = launch_cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = _launch(tmp_path_factory)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _launched(tmp_path_factory)
 
 
 @pytest.fixture
 def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = _launch(tmp_path_factory)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    """A cluster of its own, for a test that kills, pauses or reshards it."""
+    yield from _launched(tmp_path_factory)

@@ -208,6 +208,17 @@ def test_bad_lines_are_typed_diagnostics(logs: list[Path], local: dict[str, Any]
         aggregate([a, b], strict=True)
 
 
+def test_a_provider_the_presets_do_not_know_is_counted_not_priced(tmp_path: Path) -> None:
+    """A line may name any provider: a path or an unknown preset is only a name, never opened, never
+    priced (its logged cost is null), and the turn's figures stand."""
+    hostile = "../../../etc/passwd"
+    p = tmp_path / "x.jsonl"
+    p.write_text("\n".join(line("c", k, t, r, provider=hostile) for k, (t, r) in enumerate(SESSIONS["s-volatile"]))
+                 + "\n", "utf-8")
+    c = next(c for c in aggregate([p]).to_json()["causes"] if c["code"] == "volatile_content")
+    assert c["lost_tokens"] > 0 and c["logged_cost"] == {hostile: None}
+
+
 def test_ties_follow_file_order(tmp_path: Path) -> None:
     """Two turns logged at the same instant: the order of the files (then lines) decides."""
     (t1, r1), (t2, r2) = openai_turns("clean")[:2]
