@@ -319,12 +319,14 @@ def test_a_cluster_url_with_unreachable_nodes_is_a_miss_and_with_one_good_node_w
     ("redis+cluster://127.0.0.1:7000/?protocol=3", "RESP2 only"),
     ("redis+cluster://127.0.0.1:7000/?ssl_ca_certs=x", "TLS options need rediss+cluster"),
     ("redis+cluster://user:hunter2@h:x", "port 'x'"),
+    ("redis+cluster://u:hunter2@ss@h:x/", "port 'x'"),      # '@' in the password, unescaped
+    ("redis+cluster://u:hunter2/ss@h:x/", "port 'x'"),      # '/' in the password, unescaped
 ])
 def test_a_malformed_cluster_url_says_what_where_and_how(url, what, monkeypatch, capsys):
     with pytest.raises(WorkbenchError, match="Redis Cluster URL") as info:
         TwoTierCache(redis_url=url)
     assert what in str(info.value) and "redis+cluster://HOST:PORT,HOST:PORT/" in (info.value.hint or "")
-    assert "hunter2" not in str(info.value)
+    assert "hunter2" not in str(info.value) and "ss@" not in str(info.value) and "/ss" not in str(info.value)
     monkeypatch.setenv("WORKBENCH_REDIS_URL", url)
     assert main(["metrics", "sample_sessions/support_chat.json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -391,7 +393,8 @@ def _one_by_one(cache: TwoTierCache, keys: list[CacheKey]) -> tuple[int, Any, st
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(case=st.lists(st.sampled_from(["none", "local", "redis", "both", "forged"]), min_size=1, max_size=8),
+@given(case=st.lists(st.sampled_from(["none", "local", "redis", "both", "forged", "wrongtype"]), min_size=1,
+                     max_size=8),
        system_only=st.integers(0, 2))
 def test_first_finds_what_one_get_per_key_finds(redis_cluster, case, system_only):  # noqa: F811
     ns = f"first{next(_ids)}"
@@ -406,6 +409,8 @@ def test_first_finds_what_one_get_per_key_finds(redis_cluster, case, system_only
             writer.put(k, CacheEntry(f"entry {k.hex[:6]}", np.arange(3, dtype=np.uint32)))
         if where == "forged":
             raw.set(writer.redis_key(k), b"WBSC" + b"\0" * 60)
+        if where == "wrongtype":       # a hash where a prompt would be: a miss there, the search goes on
+            raw.hset(writer.redis_key(k), "f", "v")
     a, b = cache(redis_cluster, ns), cache(redis_cluster, ns)
     for k, where in zip(keys, case):
         if where in ("local", "both"):
@@ -413,6 +418,7 @@ def test_first_finds_what_one_get_per_key_finds(redis_cluster, case, system_only
                 c._local.put(k.hex, CacheEntry(f"local {k.hex[:6]}", np.arange(2, dtype=np.uint32)))
     got, want = a.first(keys), _one_by_one(b, keys)
     assert (got[0], got[2]) == (want[0], want[2]) and got[1] == want[1], case
+    assert a._redis is not None and a._redis._lua, "a key of another type must not turn the script off"
 
 
 def test_reads_racing_replication_are_hits_or_misses_never_wrong(redis_cluster):  # noqa: F811
@@ -519,3 +525,11 @@ def test_the_nearest_prompt_over_the_inline_size_is_read_with_a_get(where, redis
     assert (i, src) == (1, "redis") and entry == large
     assert reader.first(keys[2:])[:3:2] == (1, "redis")
     assert reader._redis is not None and reader._redis._lua and sum(reader.metrics().faults.values()) == 0
+
+
+def test_a_password_with_at_and_slash_stays_in_the_credentials():
+    from workbench.cache.cluster import parse_cluster_url
+
+    u = parse_cluster_url("redis+cluster://u:a@b/c@127.0.0.1:7000,[::1]:7001/?read_from_replicas=yes")
+    assert (u.username, u.password, u.nodes) == ("u", "a@b/c", (("127.0.0.1", 7000), ("::1", 7001)))
+    assert u.read_from_replicas and "a@b" not in repr(u) and "a@b" not in u.redacted()

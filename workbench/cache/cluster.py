@@ -46,7 +46,7 @@ class ClusterURL:
     nodes: tuple[tuple[str, int], ...]
     tls: bool = False
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     read_from_replicas: bool = False
     ssl: dict[str, str] = field(default_factory=dict)
 
@@ -61,11 +61,18 @@ def _bad(message: str, url: str) -> WorkbenchError:
     return WorkbenchError(f"the Redis Cluster URL is not valid: {message} (in {_redact(url)!r})", hint=_HINT)
 
 
+def _credentials_end(rest: str) -> int:
+    """Where the credentials of `rest` (the URL after '://') end: at the last '@' before the query,
+    -1 when there are none. A password may hold '@' or '/' unescaped; taking the last '@' keeps all
+    of it out of the hosts, the path and every message."""
+    return rest.split("?", 1)[0].rfind("@")
+
+
 def _redact(url: str) -> str:
     head, sep, rest = url.partition("://")
-    if "@" in rest.split("/", 1)[0]:
-        auth, _, hosts = rest.partition("@")
-        return f"{head}{sep}{auth.split(':', 1)[0]}:***@{hosts}"
+    at = _credentials_end(rest)
+    if at >= 0:
+        return f"{head}{sep}{rest[:at].split(':', 1)[0]}:***@{rest[at + 1:]}"
     return url
 
 
@@ -99,17 +106,18 @@ def parse_cluster_url(url: str) -> ClusterURL:
         raise _bad(f"the scheme must be one of {', '.join(s + '://' for s in SCHEMES)}", url)
     scheme, rest = url.split("://", 1)
     tls = scheme.lower() == SCHEMES[1]
+    username = password = None
+    at = _credentials_end(rest)
+    if at >= 0:
+        user, colon, pw = rest[:at].partition(":")
+        username, password = (unquote(user) or None), (unquote(pw) if colon else None)
+        rest = rest[at + 1:]
     netloc, _, tail = rest.partition("/")
     path, _, query = tail.partition("?")
     if "?" in netloc:
         netloc, _, query = netloc.partition("?")
     if path not in ("", "0"):
         raise _bad(f"a cluster has only database 0, got the path /{path}", url)
-    username = password = None
-    if "@" in netloc:
-        auth, _, netloc = netloc.rpartition("@")
-        user, colon, pw = auth.partition(":")
-        username, password = (unquote(user) or None), (unquote(pw) if colon else None)
     nodes = tuple(_node(p.strip(), url, i) for i, p in enumerate(netloc.split(",")))
     opts = _options(query, url, tls)
     return ClusterURL(nodes, tls, username, password, opts.pop("read_from_replicas", False) is True,

@@ -330,14 +330,23 @@ class RedisTier:
         return -1, None
 
     def _first_held(self, rkeys: list[str]) -> tuple[int, bytes] | None:
+        def get(client: Any, rkey: str) -> Any:
+            try:
+                return client.get(rkey)
+            except self._response_errors:
+                # WRONGTYPE: something else lives at this key. A miss there, as one GET of it would be,
+                # and the search goes on; it says nothing about whether scripts run.
+                self._metrics.fault("other")
+                return None
+
         def op(client: Any) -> Any:
             if self._lua:
                 try:
-                    return _script_then_get(client, rkeys)
+                    return _script_then_get(client, rkeys, get)
                 except self._response_errors:
                     # Scripts refused (an ACL, a proxy, a server without Lua): probe instead, from now on.
                     self._lua = False
-            return _probe_then_get(client, rkeys)
+            return _probe_then_get(client, rkeys, get)
 
         got = self._call(rkeys[0], op)
         if got is _SKIPPED or got is _FAILED or got == 0 or got is None:
@@ -460,10 +469,11 @@ return 0
 INLINE_VALUE_BYTES = 64 << 10
 
 
-def _script_then_get(client: Any, rkeys: list[str]) -> Any:
+def _script_then_get(client: Any, rkeys: list[str], get: Callable[[Any, str], Any]) -> Any:
     """The nearest held of `rkeys` as [index from 1, value], or 0: one round trip for a small value or
-    none held, two for a large one. A value gone between the script and the GET (expired): the
-    search goes on after it. A reply of another shape is returned as is, for the caller to refuse."""
+    none held, two for a large one. A value gone between the script and the GET (expired), or not a
+    string (`get` gives None): the search goes on after it. A reply of another shape is returned as
+    is, for the caller to refuse."""
     start = 0
     while start < len(rkeys):
         got = client.eval(_FIRST_HELD, len(rkeys) - start, *rkeys[start:], INLINE_VALUE_BYTES)
@@ -472,14 +482,14 @@ def _script_then_get(client: Any, rkeys: list[str]) -> Any:
         at = start + got[0]
         if len(got) == 2:
             return [at, got[1]]
-        raw = client.get(rkeys[at - 1])
+        raw = get(client, rkeys[at - 1])
         if raw is not None:
             return [at, raw]
         start = at
     return 0
 
 
-def _probe_then_get(client: Any, rkeys: list[str]) -> Any:
+def _probe_then_get(client: Any, rkeys: list[str], get: Callable[[Any, str], Any]) -> Any:
     """What the script does, for a server that refuses scripts: EXISTS for every key in one pipelined
     round trip, then GET the nearest held (another round trip), in the script's reply shape."""
     pipe = client.pipeline(transaction=False)
@@ -487,8 +497,8 @@ def _probe_then_get(client: Any, rkeys: list[str]) -> Any:
         pipe.exists(k)
     for i, held in enumerate(pipe.execute()):
         if held:
-            raw = client.get(rkeys[i])
-            if raw is not None:         # expired since: the next held one
+            raw = get(client, rkeys[i])
+            if raw is not None:         # expired since, or not a string: the next held one
                 return [i + 1, raw]
     return 0
 
