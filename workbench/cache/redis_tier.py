@@ -425,6 +425,10 @@ class RedisTier:
         b = self._backoffs.get(shard)
         if b is None:
             with self._backoffs_lock:
+                if shard not in self._backoffs and len(self._backoffs) >= MAX_SHARD_BACKOFFS:
+                    # A node that redirects to ever new addresses must not grow this map: the
+                    # shards past the cap share the whole tier's back-off.
+                    shard = ""
                 b = self._backoffs.setdefault(shard, Backoff(*self._backoff_args))
         return b
 
@@ -445,6 +449,9 @@ class RedisTier:
         self._metrics.fault(kind)
         return kind != "other"
 
+
+# Far above any real cluster's masters (Redis advises at most about 1,000 nodes in all).
+MAX_SHARD_BACKOFFS = 1024
 
 _FAILED = object()
 _SKIPPED = object()

@@ -215,9 +215,10 @@ class TwoTierCache:
         t0 = time.perf_counter_ns()
         try:
             hexes = [_hex(k) for k in keys]
-            local_at = len(keys)
+            local_at, held = len(keys), None
             for i, h in enumerate(hexes):
-                if h in self._local:
+                held = self._local.get(h)     # kept: an eviction meanwhile cannot turn it into a miss
+                if held is not None:
                     local_at = i
                     break
             if self._redis is not None and local_at:
@@ -225,10 +226,9 @@ class TwoTierCache:
                 if parts is not None:
                     self._metrics.miss("local")
                     return i, self._local.setdefault(hexes[i], CacheEntry(*parts)), "redis"
-            if local_at < len(keys):
-                entry, src = self._lookup(keys[local_at], hexes[local_at], ("local",))
-                if entry is not None:
-                    return local_at, entry, src
+            if held is not None:
+                self._metrics.hit("local")
+                return local_at, held, "local"
             return -1, None, "miss"
         finally:
             self._metrics.latency("get", time.perf_counter_ns() - t0)

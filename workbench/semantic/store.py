@@ -90,6 +90,8 @@ class RedisSemanticStore:
             rec = self.r.hgetall(key)
             try:
                 vec_b, meta_b, tag = rec[b"vec"], rec[b"meta"], rec[b"tag"]
+                if len(vec_b) != 4 * dim:
+                    raise ValueError("shape")      # before the seal: a huge forged vector costs no HMAC
                 if not hmac.compare_digest(self._seal(key.decode(), vec_b, meta_b), tag):
                     self.forged += 1
                     raise ValueError("seal")
