@@ -8,22 +8,35 @@ Ray's GCS, raylet and workers), and the speed-up. Then, for every injected break
 share of lost tokens against the measured share of its cause code, and PASS/FAIL for both bars:
 every breaker found with its share within 1 percentage point, Ray at least 1.6x single-process.
 
+Both runs happen in the environment a Ray deployment of the command has: a virtualenv with the
+package's core dependencies and its `packs` and `ray` extras only, at this interpreter's versions,
+built once under the cache folder (`--here` runs in this interpreter instead). The development
+environment also carries JupyterLab, whose jupyter-events pulls in rfc3987-syntax: it builds an Earley
+parser when jsonschema's format checkers are imported, and `import ray` imports them, so each of
+Ray's ten or more Python processes spends about 0.9 s of CPU on it there (about 6 s of a 2-core
+run). The single-process run never imports jsonschema, and is the same in both.
+
 Run:  .venv/bin/python benchmarks/bench_logs.py                      (100,000 requests, 10,000 sessions)
       .venv/bin/python benchmarks/bench_logs.py --requests 3000      (a small run; sessions = requests / 10)
+      .venv/bin/python benchmarks/bench_logs.py --here               (in this interpreter, not the deployment's)
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +73,72 @@ def generator_hash() -> str:
     for p in sorted([ROOT / "tools" / "make_request_logs.py", *(ROOT / "tools" / "request_logs").glob("*.py")]):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:10]
+
+
+DEPLOYED = "WORKBENCH_BENCH_DEPLOYMENT"   # set in the deployment environment's run: what it prints
+
+
+def deployment_requirements() -> list[str]:
+    """What a Ray deployment of `analyze --aggregate` installs: the core dependencies and the `packs`
+    and `ray` extras of pyproject.toml, each pinned to the version this interpreter has where it has
+    one, so that the two environments differ only by what else is installed."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    pinned = []
+    for req in [*project["dependencies"], *extras["packs"], *extras["ray"]]:
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?", req)
+        try:
+            pinned.append(f"{m.group(1)}{m.group(2) or ''}=={importlib.metadata.version(m.group(1))}" if m else req)
+        except importlib.metadata.PackageNotFoundError:
+            pinned.append(req)
+    return pinned
+
+
+def deployment_python(cache: Path) -> Path:
+    """The deployment environment's interpreter, its virtualenv built on first use (keyed by the
+    requirements and this Python's version; complete once its marker file exists)."""
+    reqs = deployment_requirements()
+    key = hashlib.sha256("\n".join([sys.version, *reqs]).encode()).hexdigest()[:10]
+    venv = cache / f"ray-deployment-{key}"
+    python = venv / "bin" / "python"
+    if (venv / "complete").exists():
+        print(f"reusing the Ray deployment environment {venv}")
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    print(f"building the Ray deployment environment {venv} (once): {' '.join(reqs)}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *reqs],
+                   check=True)
+    (venv / "complete").write_text("\n".join(reqs) + "\n")
+    return python
+
+
+def import_ray_cpu(python: str | Path) -> float | None:
+    """CPU seconds `import ray` takes in a fresh `python` (None when Ray is not there): what each of
+    Ray's Python processes pays when it starts."""
+    code = "import time; t = time.process_time(); import ray; print(time.process_time() - t)"
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return float(done.stdout) if done.returncode == 0 else None
+
+
+def enter_deployment(args: argparse.Namespace) -> int:
+    """Run this benchmark again in the deployment environment (exec: this process becomes it)."""
+    try:
+        python = deployment_python(args.cache_dir)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"error: cannot build the Ray deployment environment ({exc}); "
+              f"run with --here to measure in this interpreter", file=sys.stderr)
+        return 2
+    here, there = import_ray_cpu(sys.executable), import_ray_cpu(python)
+    if here is not None and there is not None:
+        why = (" (rfc3987-syntax is installed here: importing it builds an Earley parser)"
+               if importlib.util.find_spec("rfc3987_syntax") else "")
+        print(f"`import ray` costs {here:.2f} s of CPU in this interpreter{why} and {there:.2f} s in the "
+              f"deployment's; each of Ray's Python processes pays it")
+    sys.stdout.flush()
+    env = {**os.environ, DEPLOYED: "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    os.execve(python, [str(python), str(Path(__file__).resolve()), *sys.argv[1:], "--here"], env)
 
 
 class TreeMemory:
@@ -176,7 +255,11 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "workbench-bench-logs")
     ap.add_argument("--fresh", action="store_true", help="generate again even if the logs are cached")
     ap.add_argument("--ray-address", default=None, help="a Ray cluster to join instead of local Ray")
+    ap.add_argument("--here", action="store_true",
+                    help="measure in this interpreter instead of a Ray deployment's environment")
     args = ap.parse_args()
+    if not args.here:
+        return enter_deployment(args)
     sessions = args.sessions or max(1, args.requests // 10)
     try:
         import workbench.analysis.aggregate  # noqa: F401
@@ -193,6 +276,8 @@ def main() -> int:
           f"{size / 2**20:,.0f} MiB; generated in {gen['seconds']:.1f} s "
           f"({gen['seconds_per_1k_requests']:.2f} s per 1k requests, ground truth included)")
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("environment: " + ("a Ray deployment's (core, packs and ray extras)" if os.environ.get(DEPLOYED)
+                             else "this interpreter (--here)"))
 
     runs = {}
     for label, ray in (("single process", None), ("local Ray" if not args.ray_address else "Ray cluster",
