@@ -13,8 +13,9 @@ package's core dependencies and its `packs` and `ray` extras only, at this inter
 built once under the cache folder (`--here` runs in this interpreter instead). The development
 environment also carries JupyterLab, whose jupyter-events pulls in rfc3987-syntax: it builds an Earley
 parser when jsonschema's format checkers are imported, and `import ray` imports them, so each of
-Ray's ten or more Python processes spends about 0.9 s of CPU on it there (about 6 s of a 2-core
-run). The single-process run never imports jsonschema, and is the same in both.
+Ray's ten or more Python processes spends about 0.9 s of CPU on it there (local Ray took 95 s there
+against 87 to 88 s, 100,000 requests on two cores). The single-process run never imports
+jsonschema, and is the same in both.
 
 Run:  .venv/bin/python benchmarks/bench_logs.py                      (100,000 requests, 10,000 sessions)
       .venv/bin/python benchmarks/bench_logs.py --requests 3000      (a small run; sessions = requests / 10)
