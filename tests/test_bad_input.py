@@ -79,8 +79,8 @@ ERRORS = [
     ("content_wrong_type", call([{"role": "user", "content": 42}]), RequestError, ["messages[0]", "content", "int"]),
     ("part_without_type", call([{"role": "user", "content": [{"text": "x"}]}]), RequestError, ["content[0]", "type"]),
     ("user_without_content", call([{"role": "user"}]), RequestError, ["messages[0]", "content"]),
-    ("bad_json_arguments", call([{"role": "user", "content": "x"}, _tc("{city: Paris")]), RequestError,
-     ["messages[1]", "arguments", "not valid JSON"]),
+    ("image_url_without_url", call([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+     RequestError, ["messages[0].content[0].image_url", "url"]),
     ("tool_call_no_function", call([{"role": "user", "content": "x"},
                                     {"role": "assistant", "tool_calls": [{"id": "a"}]}]), RequestError,
      ["tool_calls[0]", "function"]),
@@ -222,12 +222,13 @@ def test_injection_allowed_is_still_reported():
 def test_diagnostics_for_recoverable_input():
     r = asm().assemble({"messages": [
         {"role": "developer", "content": "rules"},
-        {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {}}]},
+        {"role": "user", "content": [{"type": "text", "text": "look"},
+                                     {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
         {"role": "system", "content": "late system"},
         {"role": "user", "content": "?"}]})
     codes = {d.code: d for d in r.diagnostics}
     assert codes["developer_as_system"].seq == 0
-    assert codes["non_text_part_dropped"].seq == 1
+    assert codes["image_size_assumed"].seq == 1 and "1024×1024" in codes["image_size_assumed"].message
     assert codes["system_not_first"].seq == 2
 
 

@@ -73,8 +73,6 @@ HOSTILE = [
      ["messages[1].tool_calls[0].id", "surrogate"]),
     ("surrogate_call_name", openai(calls(call(name="get_\ud800")), result()),
      ["messages[1].tool_calls[0].function.name", "surrogate"]),
-    ("surrogate_escaped_in_arguments", openai(calls(call(arguments='{"city": "\\udc00"}')), result()),
-     ["messages[1].tool_calls[0].function.arguments", "at city", "surrogate"]),
     ("surrogate_in_arguments_key", openai(calls(call(arguments={"\ud83d": 1})), result()),
      ["messages[1].tool_calls[0].function.arguments", "surrogate"]),
     ("surrogate_tool_call_id_of_result", openai(calls(call()), result("call_1\udfff")),
@@ -105,8 +103,6 @@ HOSTILE = [
     ("deep_tool_schema", {"messages": [USER], "tools": [
         {"type": "function", "function": {"name": "f", "parameters": nest(3000)}}]},
      ["tools[0].function.parameters.a.a", "more", "nested more than 200 levels"]),
-    ("deep_arguments_text", openai(calls(call(arguments="[" * 10_000 + "]" * 10_000)), result()),
-     ["messages[1].tool_calls[0].function.arguments", "nested more than 200 levels", "character"]),
     ("deep_arguments_object", openai(calls(call(arguments=nest(5000))), result()),
      ["messages[1].tool_calls[0].function.arguments.a", "nested more than 200"]),
     ("deep_variables", {"messages": [USER], "variables": {"v": nest(3000, key=None)}},
@@ -117,10 +113,6 @@ HOSTILE = [
      ["messages[1].content[0].input.a", "nested"]),
     ("deep_extra_param", {"messages": [USER], "metadata": nest(3000)}, ["metadata.a", "nested"]),
     # huge integers (the issue: a 5,000-digit integer crashed the CLI)
-    ("int_5000_digits_in_arguments_text", openai(calls(call(arguments='{"n": ' + "9" * 5000 + "}")), result()),
-     ["messages[1].tool_calls[0].function.arguments", "longer than 100 digits"]),
-    ("int_200_digits_in_arguments_text", openai(calls(call(arguments='{"n": ' + "9" * 200 + "}")), result()),
-     ["messages[1].tool_calls[0].function.arguments", "at n", "over the limit of 100"]),
     ("int_5000_digits_in_memory", {"messages": [USER], "max_tokens": 10 ** 5000}, ["max_tokens", "digits"]),
     ("int_in_tool_schema", {"messages": [USER], "tools": [
         {"type": "function", "function": {"name": "f", "parameters": {"maximum": -(10 ** 150)}}}]},
@@ -128,12 +120,6 @@ HOSTILE = [
     # NaN and Infinity (the issue: rendered as invalid JSON)
     ("nan_temperature", {"messages": [USER], "temperature": float("nan")}, ["temperature", "finite"]),
     ("inf_top_p", {"messages": [USER], "top_p": float("inf")}, ["top_p", "finite"]),
-    ("nan_in_arguments_text", openai(calls(call(arguments='{"x": NaN}')), result()),
-     ["messages[1].tool_calls[0].function.arguments", "NaN is not a JSON number"]),
-    ("infinity_in_arguments_text", openai(calls(call(arguments='{"x": -Infinity}')), result()),
-     ["messages[1].tool_calls[0].function.arguments", "-Infinity"]),
-    ("overflow_in_arguments_text", openai(calls(call(arguments='{"x": 1e400}')), result()),
-     ["messages[1].tool_calls[0].function.arguments", "at x", "finite"]),
     ("nan_in_arguments_object", openai(calls(call(arguments={"x": [math.nan]})), result()),
      ["messages[1].tool_calls[0].function.arguments.x[0]", "finite"]),
     ("inf_in_tool_schema", {"messages": [USER], "tools": [
@@ -178,9 +164,29 @@ HOSTILE = [
     ("set_value", {"messages": [USER], "variables": {"s": {1, 2}}}, ["variables.s", "set values are not JSON"]),
     ("request_key_not_string", {"messages": [USER], 7: "x"}, ["a request's keys must be strings"]),
     ("role_is_a_list", {"messages": [{"role": ["user"], "content": "x"}]}, ["messages[0].role", "unknown role"]),
-    ("arguments_not_an_object", openai(calls(call(arguments="[1, 2]")), result()),
-     ["messages[1].tool_calls[0].function.arguments", "JSON object", "array"]),
     ("no_messages", {"messages": []}, ["messages", "at least one"]),
+]
+
+
+# Arguments text that OpenAI takes as sent (it never parses a call's arguments in the history): kept,
+# with a warning naming the field; the template gets {} in its place, as vLLM's preprocessing gives it.
+KEPT_ARGUMENTS = [
+    ("surrogate_escaped_in_arguments", openai(calls(call(arguments='{"city": "\\udc00"}')), result()),
+     ["messages[1].tool_calls[0].function.arguments", "at city", "surrogate"]),
+    ("deep_arguments_text", openai(calls(call(arguments="[" * 10_000 + "]" * 10_000)), result()),
+     ["messages[1].tool_calls[0].function.arguments", "nested more than 200 levels", "character"]),
+    ("int_5000_digits_in_arguments_text", openai(calls(call(arguments='{"n": ' + "9" * 5000 + "}")), result()),
+     ["messages[1].tool_calls[0].function.arguments", "longer than 100 digits"]),
+    ("int_200_digits_in_arguments_text", openai(calls(call(arguments='{"n": ' + "9" * 200 + "}")), result()),
+     ["messages[1].tool_calls[0].function.arguments", "at n", "over the limit of 100"]),
+    ("nan_in_arguments_text", openai(calls(call(arguments='{"x": NaN}')), result()),
+     ["messages[1].tool_calls[0].function.arguments", "NaN is not a JSON number"]),
+    ("infinity_in_arguments_text", openai(calls(call(arguments='{"x": -Infinity}')), result()),
+     ["messages[1].tool_calls[0].function.arguments", "-Infinity"]),
+    ("overflow_in_arguments_text", openai(calls(call(arguments='{"x": 1e400}')), result()),
+     ["messages[1].tool_calls[0].function.arguments", "at x", "finite"]),
+    ("arguments_not_an_object", openai(calls(call(arguments="[1, 2]")), result()),
+     ["messages[1].tool_calls[0].function.arguments", "a JSON array, not an object"]),
 ]
 
 
@@ -194,6 +200,24 @@ def test_hostile_request_gets_a_request_error_naming_the_field(request_, fragmen
         assert f in msg, f"{f!r} not in {msg!r}"
     assert msg.startswith(fragments[0]), f"the message should start with where: {msg!r}"
     assert time.monotonic() - t0 < 2, "a hostile request must be refused quickly"
+
+
+@pytest.mark.parametrize("request_,fragments", [h[1:] for h in KEPT_ARGUMENTS], ids=[h[0] for h in KEPT_ARGUMENTS])
+def test_arguments_openai_accepts_are_kept_with_a_warning(request_, fragments):
+    t0 = time.monotonic()
+    conv, diags = normalize(request_)
+    sent = request_["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    call_ = conv.messages[1].tool_calls[0]
+    assert call_.arguments == sent and not call_.is_object
+    warned = [d for d in diags if d.code.startswith("tool_arguments_not_")]
+    assert len(warned) == 1 and warned[0].level == "warning" and warned[0].seq == 1
+    for f in fragments[1:]:
+        assert f in warned[0].message, f"{f!r} not in {warned[0].message!r}"
+    assert warned[0].message.startswith(fragments[0])
+    r = Assembler(template="qwen2.5", cache=None).assemble(request_)
+    assert '"arguments": {}}' in r.text, "the template gets {} in their place"
+    assert any(d.code == warned[0].code for d in r.diagnostics)
+    assert time.monotonic() - t0 < 5
 
 
 @pytest.mark.parametrize("request_,fragments", [h[1:] for h in HOSTILE[:8]], ids=[h[0] for h in HOSTILE[:8]])
@@ -227,7 +251,8 @@ HONEST = [
     ("options_with_their_types", {"messages": [USER], "context_window": 8192, "stream": False, "tool_choice": "auto",
                                   "response_format": {"type": "json_object"}, "title": "t"}),
     ("parts_and_unknown_fields", {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                                            {"type": "image_url", "image_url": {}}],
+                                                                            {"type": "image_url", "image_url": {
+                                                                                "url": "https://example.com/a.png"}}],
                                                 "audio": {"id": "x"}}]}),
 ]
 
@@ -280,8 +305,12 @@ def test_int_digit_limit_is_configurable():
     normalize({"messages": [USER], "max_tokens": 99_999}, limits)
     with pytest.raises(RequestError, match="over the limit of 5"):
         normalize({"messages": [USER], "max_tokens": 100_000}, limits)
-    with pytest.raises(RequestError, match="longer than 5 digits|over the limit of 5"):
-        normalize(openai(calls(call(arguments='{"n": 1234567}')), result()), limits)
+    with pytest.raises(RequestError, match="over the limit of 5"):
+        normalize({"messages": [USER], "tools": [{"type": "function", "function": {
+            "name": "f", "parameters": {"maximum": 1234567}}}]}, limits)
+    # In arguments text (OpenAI takes any string there) the same number is kept, with a warning.
+    _, diags = normalize(openai(calls(call(arguments='{"n": 1234567}')), result()), limits)
+    assert any(d.code == "tool_arguments_not_json" and "over the limit of 5" in d.message for d in diags)
 
 
 @pytest.mark.parametrize("bad", [{"max_depth": 3}, {"max_depth": "200"}, {"max_int_digits": 0},

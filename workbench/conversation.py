@@ -20,10 +20,16 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 class ToolCall:
     id: str
     name: str
-    arguments: str  # canonical JSON text as the client sent it
+    arguments: str  # the arguments' text exactly as the client sent it (JSON, or not: see `mapping`)
+    # "function", or "custom" (a Responses / Chat Completions custom tool: `arguments` is its free-form input)
+    kind: str = "function"
+    # Whether `arguments` is a JSON object (intake checked it). When not — a reply cut at max_tokens,
+    # "[1, 2]", a custom tool's free text — templates get {} in its place, as vLLM's chat
+    # preprocessing gives them, and the text stays here as sent.
+    is_object: bool = True
 
     def arguments_obj(self) -> Any:
-        return json.loads(self.arguments)
+        return json.loads(self.arguments) if self.is_object and self.arguments.strip() else {}
 
     def to_template(self) -> dict[str, Any]:
         # transformers' convention: templates receive arguments as a mapping.
@@ -31,8 +37,43 @@ class ToolCall:
                 "function": {"name": self.name, "arguments": self.arguments_obj()}}
 
     def to_openai(self) -> dict[str, Any]:
+        if self.kind == "custom":
+            return {"id": self.id, "type": "custom", "custom": {"name": self.name, "input": self.arguments}}
         return {"id": self.id, "type": "function",
                 "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """An image, audio clip or file in a message's content, as intake measured it (never its pixels).
+
+    `digest` identifies the content: the SHA-256 of the decoded bytes, so one image sent as a data
+    URL, as Anthropic base64 or as a Responses `input_image` is the same part; of the URL or file id
+    when only that was sent (then the pixels are unknown, and so is their size: `size_assumed`)."""
+
+    kind: str                   # image | audio | file
+    digest: str
+    where: str                  # the field it came from: messages[1].content[0]
+    mime: str | None = None
+    width: int | None = None
+    height: int | None = None
+    byte_size: int | None = None
+    detail: str | None = None   # OpenAI's detail: low | high | auto
+    source: str = "data"        # data (bytes sent) | url | file_id
+    size_assumed: bool = False  # a URL with no size: the configured default size stands in
+    name: str | None = None     # a file's name, as sent
+
+    def to_template(self) -> dict[str, Any]:
+        # transformers' convention for a part the processor fills in: {"type": "image"}.
+        return {"type": self.kind}
+
+    def key_parts(self) -> tuple[str, ...]:
+        """What changes the prompt: the content, its size, and how it is to be seen."""
+        return (self.kind, self.digest, str(self.width), str(self.height), self.detail or "")
+
+
+# A message's content parts, in order: text as str, everything else as MediaPart.
+Part = str | MediaPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +90,24 @@ class Message:
     # `variables` is its template-local scope as canonical JSON (None: no local variables).
     template: bool = False
     variables: str | None = None
+    # The content's parts in order, when it holds more than text (images, audio, files); then
+    # `content` is its text parts joined with a newline. Empty: `content` is the whole content.
+    parts: tuple[Part, ...] = ()
 
-    def to_template(self) -> dict[str, Any]:
-        """The dict a chat template sees; keys with no value are left out, as transformers does."""
+    @property
+    def media(self) -> tuple[MediaPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, MediaPart)) if self.parts else ()
+
+    def to_template(self, media: bool = False) -> dict[str, Any]:
+        """The dict a chat template sees; keys with no value are left out, as transformers does.
+        `media`: the template renders media parts (a vision template): a message with parts gets
+        its content as a list of parts, text as {"type": "text", "text": ...}, as transformers
+        passes it; otherwise the text alone."""
         d: dict[str, Any] = {"role": self.role}
-        if self.content is not None:
+        if media and self.parts:
+            d["content"] = [{"type": "text", "text": p} if isinstance(p, str) else p.to_template()
+                            for p in self.parts]
+        elif self.content is not None:
             d["content"] = self.content
         if self.tool_calls:
             d["tool_calls"] = [tc.to_template() for tc in self.tool_calls]
@@ -98,12 +152,13 @@ def _fast_init() -> None:
     """
     d = Message.__dict__
     (s_role, s_content, s_seq, s_calls, s_call_id, s_name, s_reasoning, s_cache, s_template,
-     s_vars) = (d[n].__set__ for n in ("role", "content", "sequence", "tool_calls", "tool_call_id", "name",
-                                        "reasoning", "cache_control", "template", "variables"))
+     s_vars, s_parts) = (d[n].__set__ for n in ("role", "content", "sequence", "tool_calls", "tool_call_id", "name",
+                                                 "reasoning", "cache_control", "template", "variables", "parts"))
 
     def __init__(self: Message, role: str, content: str | None, sequence: int, tool_calls: tuple[ToolCall, ...] = (),
                  tool_call_id: str | None = None, name: str | None = None, reasoning: str | None = None,
-                 cache_control: bool = False, template: bool = False, variables: str | None = None) -> None:
+                 cache_control: bool = False, template: bool = False, variables: str | None = None,
+                 parts: tuple[Part, ...] = ()) -> None:
         s_role(self, role)
         s_content(self, content)
         s_seq(self, sequence)
@@ -114,6 +169,7 @@ def _fast_init() -> None:
         s_cache(self, cache_control)
         s_template(self, template)
         s_vars(self, variables)
+        s_parts(self, parts)
 
     Message.__init__ = __init__  # type: ignore[method-assign]
 
@@ -161,8 +217,13 @@ class Conversation:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [json.loads(t) for t in self.tools]
 
-    def to_template_messages(self) -> list[dict[str, Any]]:
-        return [m.to_template() for m in self.messages]
+    def to_template_messages(self, media: bool = False) -> list[dict[str, Any]]:
+        return [m.to_template(media) for m in self.messages]
+
+    @property
+    def media(self) -> tuple[tuple[int, MediaPart], ...]:
+        """Every media part, in order, with its message's sequence number."""
+        return tuple((m.sequence, p) for m in self.messages if m.parts for p in m.media)
 
     def to_openai(self) -> dict[str, Any]:
         d: dict[str, Any] = {"messages": [m.to_openai() for m in self.messages]}

@@ -35,12 +35,14 @@ class RequestError(WorkbenchError):
     """A malformed request: names the field and the message index."""
 
     def __init__(self, message: str, *, field: str | None = None, index: int | None = None,
-                 hint: str | None = None):
+                 hint: str | None = None, container: str = "messages"):
+        # `container`: the list `index` counts in ("messages"; "input" for a Responses request).
         self.field = field
         self.index = index
+        self.container = container
         where = []
         if index is not None:
-            where.append(f"messages[{index}]")
+            where.append(f"{container}[{index}]")
         if field is not None:
             where.append(field if index is None else f".{field}" if not field.startswith("[") else field)
         loc = "".join(where)
@@ -49,6 +51,23 @@ class RequestError(WorkbenchError):
 
 class FormatDetectionError(RequestError):
     """The request is neither OpenAI, Anthropic nor the internal form."""
+
+
+class MediaError(RequestError):
+    """An image, audio or file part that cannot be counted as sent: undecodable base64, bytes that
+    are not the format they claim, a header announcing an absurd size, a payload over the cap.
+    Names the part's field path (`messages[1].content[0].image_url`, `input[3].content[1]`)."""
+
+
+class ModelNotFoundError(WorkbenchError):
+    """A model name the catalog does not hold: the message lists the closest names."""
+
+    def __init__(self, name: str, closest: tuple[str, ...] = (), *, hint: str | None = None):
+        self.name, self.closest = name, closest
+        if hint is None:
+            hint = (f"did you mean {', '.join(closest)}? " if closest else "") + \
+                "`workbench models` lists the catalog"
+        super().__init__(f"unknown model {name!r}", hint=hint)
 
 
 class CleaningError(WorkbenchError):

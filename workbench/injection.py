@@ -157,7 +157,8 @@ def _all_text(conv: Conversation, escapes_matter: bool) -> str:
         for tc in m.tool_calls:
             add(tc.id)
             add(tc.name)
-            add(_json_text(tc.arguments, escapes_matter))
+            if tc.is_object:   # other arguments reach the template as {}
+                add(_json_text(tc.arguments, escapes_matter))
     parts.extend(_json_text(t, escapes_matter) for t in conv.tools)
     return "\x00".join(parts)
 
@@ -178,7 +179,8 @@ def _message_fields(m: Message) -> list[tuple[str, Source, str]]:
     for k, tc in enumerate(m.tool_calls):
         out.append((f"messages[{i}].tool_calls[{k}].id", "request", tc.id))
         out.append((f"messages[{i}].tool_calls[{k}].function.name", asst, tc.name))
-        out.append((f"messages[{i}].tool_calls[{k}].function.arguments", asst, tc.arguments))
+        if tc.is_object:
+            out.append((f"messages[{i}].tool_calls[{k}].function.arguments", asst, tc.arguments))
     return out
 
 

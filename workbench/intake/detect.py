@@ -11,8 +11,9 @@ from ..errors import FormatDetectionError, RequestError
 from .anthropic import parse_anthropic
 from .limits import IntakeLimits
 from .openai import parse_openai
+from .responses import is_responses, parse_responses
 
-FORMATS = ("openai", "anthropic", "workbench")
+FORMATS = ("openai", "responses", "anthropic", "workbench")
 
 
 def detect_format(req: Any) -> str:
@@ -25,9 +26,12 @@ def detect_format(req: Any) -> str:
             raise FormatDetectionError(f"unknown format {fmt!r}", field="format",
                                        hint=f"use one of {', '.join(FORMATS)}")
         return cast(str, fmt)  # one of FORMATS
+    if is_responses(req):
+        return "responses"
     if "messages" not in req:
-        raise FormatDetectionError("no 'messages' list", field="messages",
-                                   hint="send an OpenAI or Anthropic request with a 'messages' list")
+        raise FormatDetectionError("no 'messages' list nor Responses 'input'", field="messages",
+                                   hint="send a Chat Completions or Anthropic request with a 'messages' list, or a "
+                                        "Responses request with 'input'")
     if "system" in req:
         return "anthropic"
     tools = req.get("tools") or []
@@ -54,6 +58,8 @@ def normalize(req: Any, limits: IntakeLimits = IntakeLimits()) -> tuple[Conversa
     fmt = detect_format(req)
     if fmt == "anthropic":
         return parse_anthropic(req, limits)
+    if fmt == "responses":
+        return parse_responses(req, limits)
     conv, diags = parse_openai(req, limits)
     if fmt == "workbench":
         conv = replace(conv, source_format="workbench")

@@ -27,6 +27,13 @@ class IntakeLimits:
     max_depth: int = MAX_DEPTH
     # Digits of any integer in the request; Python cannot even print one past 4,300.
     max_int_digits: int = MAX_INT_DIGITS
+    # An image, audio clip or file sent inline (data URL, base64): refused over this many bytes
+    # (OpenAI's own cap on an image input is 20 MB), measured before anything is decoded.
+    max_media_bytes: int = 20 * 1024 * 1024
+    # An image given by URL alone is never fetched (the workbench stays offline): it is counted at
+    # this size, and a warning names the assumption.
+    url_image_width: int = 1024
+    url_image_height: int = 1024
 
     def __post_init__(self) -> None:
         for f in fields(self):
