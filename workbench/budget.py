@@ -13,7 +13,7 @@ from typing import Any
 
 from .conversation import Conversation
 from .errors import BudgetError
-from .segments import Segment, find_message_segment
+from .segments import MESSAGE_KINDS, Segment, find_message_segment
 
 DEFAULT_CONTEXT_WINDOW = 131072
 DEFAULT_RESERVE = 4096
@@ -139,7 +139,7 @@ def measure_next(window: Window, conv: Conversation, prev: Budget, prev_conv: Co
         # if it is there too, moves the other way.
         for seq, src, dst in ((lu_prev, "last_user", "history"), (lu_new, "history", "last_user")):
             i = find_message_segment(prev_segments, seq) if seq is not None else None
-            while i is not None and i < cut and prev_segments[i].seq == seq and prev_segments[i].kind == "message":
+            while i is not None and i < cut and prev_segments[i].seq == seq and prev_segments[i].kind in MESSAGE_KINDS:
                 n = prev_segments[i].end - prev_segments[i].start
                 parts[src] -= n
                 parts[dst] += n

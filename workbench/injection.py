@@ -227,8 +227,8 @@ def _escapes_matter(tokenizer: Tokenizer) -> bool:
     return any(ch in t for t in tokenizer.specials for ch in '"\\\b\f\n\r\t')
 
 
-def guard(conv: Conversation, tokenizer: Tokenizer, policies: InjectionPolicies, avoid: str = ""
-          ) -> Guarded | None:
+def guard(conv: Conversation, tokenizer: Tokenizer, policies: InjectionPolicies, avoid: str = "",
+          media: bool = False) -> Guarded | None:
     """Check every field of `conv` a template can render; None when no field holds a special-token string
     (the common case, one regex search). Raises InjectionError where a source's policy is "reject".
     `avoid`: other text the template renders (its source, its arguments) that placeholders must not be."""
@@ -266,7 +266,7 @@ def guard(conv: Conversation, tokenizer: Tokenizer, policies: InjectionPolicies,
     escaped_tokens = sorted({t for f in findings for t in f.escaped})
     placeholders = _placeholders(escaped_tokens, seen + "\x00" + avoid)
     to_ph = {t: ph for ph, t in placeholders.items()}
-    messages = conv.to_template_messages()
+    messages = conv.to_template_messages(media)
     tools = conv.tool_schemas() or None
     by_seq = {m.sequence: k for k, m in enumerate(conv.messages)}
     for f in findings:
@@ -315,7 +315,7 @@ def _substitute(d: dict[str, Any], field: str, sub: Callable[[str], str]) -> Non
             key = "name" if field.endswith(".name") else "arguments"
             fn[key] = _deep(fn[key], sub)
     else:
-        d[field] = sub(d[field])
+        d[field] = _deep(d[field], sub)   # content may be a list of parts
 
 
 def _diagnostics(findings: Sequence[Finding]) -> list[Diagnostic]:

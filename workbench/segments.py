@@ -23,6 +23,11 @@ from .diagnostics import Diagnostic, info
 from .tokenizers.base import EMPTY, Chunk, Tokenizer
 
 
+# The kinds of segment a message's own text and parts make (a message with an image part has message
+# segments around an image segment).
+MESSAGE_KINDS = frozenset(("message", "image"))
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
     """Where a part of the prompt lies in the rendered text (before tokenization)."""
@@ -32,11 +37,12 @@ class Span:
     seq: int | None
     start: int
     end: int
+    media: str | None = None   # an image span: the digest of the image (see Segment.media)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Segment:
-    kind: str               # system | tools | message | generation_prompt | bos | preamble
+    kind: str               # system | tools | message | image | generation_prompt | bos | preamble
     role: str | None
     seq: int | None         # the message's sequence number in the original request
     text: str
@@ -46,6 +52,10 @@ class Segment:
     char_start: int
     char_end: int
     source: str = "fresh"   # fresh | local | redis
+    # An image segment: the digest of the image its tokens stand for. Its ids are the same placeholder
+    # for every image of that size, so caches key them by this (as vLLM hashes multimodal inputs into
+    # its block hashes): another image at the same place is never a hit.
+    media: str | None = None
 
     @property
     def token_count(self) -> int:
@@ -82,7 +92,7 @@ class SegmentList(Sequence[Segment]):
         if seg is None:
             o = self.orig[i]
             seg = self._local[i] = Segment(o.kind, o.role, o.seq, o.text, o.token_ids, o.start, o.end, o.char_start,
-                                           o.char_end, self.source)
+                                           o.char_end, self.source, o.media)
         return seg
 
     @overload
@@ -113,7 +123,7 @@ def find_message_segment(segments: Sequence[Segment], seq: int) -> int | None:
     """Index of the first message segment of message `seq`, by bisection (segments are in message
     order, system/tools/bos first and the generation prompt last)."""
     def key(s: Segment) -> float:
-        if s.kind == "message" and s.seq is not None:
+        if s.kind in MESSAGE_KINDS and s.seq is not None:
             return s.seq
         return float("inf") if s.kind == "generation_prompt" else -1.0
     lo, hi = 0, len(segments)
@@ -302,7 +312,7 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
         (t0, c0), (t1, c1) = points[i], points[i + 1]
         if c1 <= c0 and t1 <= t0:
             continue
-        segs.append(Segment(sp.kind, sp.role, sp.seq, text[c0:c1], full[t0:t1], t0, t1, c0, c1))
+        segs.append(Segment(sp.kind, sp.role, sp.seq, text[c0:c1], full[t0:t1], t0, t1, c0, c1, media=sp.media))
     return segs, full, moved
 
 

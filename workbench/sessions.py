@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, overload
 
-from .errors import SessionFileError
+from .errors import RequestError, SessionFileError
 from .intake import detect_format
+from .intake.chain import resolve_log
 from .intake.detect import FORMATS
 from .strict_json import JSONValueError, find_problem, loads, surrogate_problem
 
@@ -90,20 +91,36 @@ def _is_assistant(m: Any) -> bool:
     return isinstance(m, dict) and m.get("role") == "assistant"
 
 
+# Responses API items a model writes: a run of them is one model turn (its reasoning, its message,
+# its calls), the way one assistant message is in Chat Completions.
+_OUTPUT_ITEMS = frozenset(("reasoning", "function_call", "custom_tool_call"))
+
+
+def _is_output_item(item: Any) -> bool:
+    return isinstance(item, dict) and (item.get("type") in _OUTPUT_ITEMS or
+                                       (item.get("type", "message") == "message" and item.get("role") == "assistant"))
+
+
 def conversation_turns(req: Request) -> Turns:
-    """The requests a client sends over a conversation: one per assistant message, plus the last."""
-    msgs = req.get("messages")
+    """The requests a client sends over a conversation: one per assistant message (a Responses
+    request: per run of model output items), plus the last."""
+    key = "messages" if "messages" in req else "input"
+    msgs = req.get(key)
     if not isinstance(msgs, list):
         return Turns(1, lambda _: req)
-    base = {k: v for k, v in req.items() if k not in ("messages", "title", "description")}
+    base = {k: v for k, v in req.items() if k not in (key, "title", "description")}
     # Where each turn's messages end: a compact array, not a copy of the messages per turn.
-    ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_assistant(m)))
+    if key == "messages":
+        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_assistant(m)))
+    else:
+        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_output_item(m)
+                           and not _is_output_item(msgs[i - 1])))
     if not ends or ends[-1] != len(msgs):
         ends.append(len(msgs))
 
     def build(k: int) -> Request:
         end = ends[k]
-        return {**base, "messages": msgs if end == len(msgs) else msgs[:end]}
+        return {**base, key: msgs if end == len(msgs) else msgs[:end]}
 
     return Turns(len(ends), build)
 
@@ -169,6 +186,10 @@ def _shape(data: Request, path: str | None) -> SessionFile:
         for i, r in enumerate(reqs):
             if not isinstance(r, dict):
                 raise SessionFileError(f"requests[{i}] must be an object, got {type(r).__name__}")
+        try:
+            reqs = resolve_log(reqs)   # Responses requests that continue a logged response
+        except RequestError as exc:
+            raise SessionFileError(exc.message, hint=exc.hint) from None
         fmt = data.get("format") or detect_format(reqs[0])
         return SessionFile(path, fmt, title, desc, _log_turns(reqs, fmt), data)
     fmt = detect_format(data)

@@ -169,6 +169,7 @@ class LoggedRequest:
     template: str | None
     client: str | None
     provider: str | None
+    response: Any = None   # the reply as logged (a Responses API response resolves later previous_response_ids)
 
 
 def parse_line(raw: bytes, cid: str, name: str, line: int) -> LoggedRequest | BadLine:
@@ -188,7 +189,7 @@ def parse_line(raw: bytes, cid: str, name: str, line: int) -> LoggedRequest | Ba
         if v is not None and (not isinstance(v, str) or not v):
             return BadLine(name, line, f"{key}: must be a non-empty string, got {json.dumps(v)[:60]}")
         extra[key] = v
-    return LoggedRequest(req, extra["template"], extra["client"], extra["provider"])
+    return LoggedRequest(req, extra["template"], extra["client"], extra["provider"], data.get("response"))
 
 
 def read_lines(paths: Sequence[str], refs: Sequence[LineRef]) -> list[bytes]:

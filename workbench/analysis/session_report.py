@@ -27,6 +27,7 @@ from ..assembly.result import AssemblyResult
 from ..conversation import Conversation
 from ..difference import first_difference
 from ..errors import WorkbenchError
+from ..intake.chain import ResponseChain
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
 from .fixes import fix_for_cause
 from .logs import BadLine, LoggedRequest, parse_line
@@ -113,6 +114,7 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
     prev: _Prev | None = None
     session = None
     systems: dict[str, tuple[str, str]] = {}   # this session's system prompts: masked once each
+    chain = ResponseChain()                    # Responses requests that continue a logged response
     for name, line, raw in lines:
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
@@ -129,8 +131,10 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
             if session is None or session.assembler is not asm:
                 _reset(asm)
                 session = asm.session(keep=1)
-            res = session.assemble(item.request)
-            full = res.conversation if not res.dropped else asm.prepare(item.request)[0]
+            request = chain.resolve(item.request)
+            chain.record(request, item.response)
+            res = session.assemble(request)
+            full = res.conversation if not res.dropped else asm.prepare(request)[0]
         except WorkbenchError as exc:
             bad.append(BadLine(name, line, f"request: {exc.message}"))
             continue

@@ -15,15 +15,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..conversation import Conversation
+from ..conversation import Conversation, MediaPart
 from ..diagnostics import Diagnostic
 from ..errors import TemplateError
 from ..injection import Guarded, guard
 from ..rewrites import inspect_render
-from ..segments import PendingEncode, Segment, Span, layout, moved_diagnostics, tokenize_spans
+from ..segments import MESSAGE_KINDS, PendingEncode, Segment, Span, layout, moved_diagnostics, tokenize_spans
 from ..templates import Rendered, render
 from .built import Built
 from .context import BuildContext
+from .media import place, split_spans, unrendered
 
 
 class Rendering(NamedTuple):
@@ -76,23 +77,36 @@ def render_spans(ctx: BuildContext, conv: Conversation, add_generation_prompt: b
         last_start = max(r.starts.values(), default=0)
         if r.gen_reads and last_start <= r.gen_reads[-1] < len(r.text):
             gen_start = r.gen_reads[-1]
+    diags = list(g.diagnostics) if g is not None else []
+    images: list[tuple[int, int, MediaPart]] = []
+    if conv.media:
+        if ctx.vision is None:
+            diags += unrendered(conv, ctx.template.name)
+        else:
+            # The processor's part: each placeholder becomes that image's tokens (assembly/media.py).
+            r, escaped, gen_start, images = place(ctx.vision, conv, r, escaped, gen_start, ctx.template.name)
+            if images:
+                pending = PendingEncode(ctx.tokenizer)   # what was fed is the text before placing
+                pending.feed(r.text)
     pending.finish(r.text)
     spans = layout(r.text, conv.messages, r.starts, gen_start=gen_start, tools_start=r.tools_start,
                    bos_token=ctx.bos_token)
-    return Rendering(r.text, spans, pending, escaped, list(g.diagnostics) if g is not None else [],
-                     (time.perf_counter() - t0) * 1e3)
+    spans = split_spans(spans, images)
+    return Rendering(r.text, spans, pending, escaped, diags, (time.perf_counter() - t0) * 1e3)
 
 
 def fields_guard(ctx: BuildContext, conv: Conversation) -> Guarded | None:
     """Special-token strings in the fields of `conv`, by source policy (raises where it is "reject")."""
-    return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid)
+    return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid, media=ctx.vision is not None)
 
 
-def _inputs(conv: Conversation, g: Guarded | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """What the template is given: messages and tools, escaped strings as placeholders."""
+def _inputs(ctx: BuildContext, conv: Conversation, g: Guarded | None
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """What the template is given: messages (media parts as parts where the template places them)
+    and tools, escaped strings as placeholders."""
     if g is not None:
         return g.messages, g.tools
-    return conv.to_template_messages(), conv.tool_schemas() or None
+    return conv.to_template_messages(ctx.vision is not None), conv.tool_schemas() or None
 
 
 def _render_once(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, g: Guarded | None,
@@ -100,7 +114,7 @@ def _render_once(ctx: BuildContext, conv: Conversation, add_generation_prompt: b
     """One tracked render (of the placeholders' inputs when `g` is given), and where the generation
     prompt starts when a second render is needed to know it (before any restore)."""
     t = ctx.template
-    tmsgs, tools = _inputs(conv, g)
+    tmsgs, tools = _inputs(ctx, conv, g)
     limits, kw, now = ctx.render_limits, dict(ctx.kwargs), ctx.instant
     with _unmasked(g):
         r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt, kwargs=kw,
@@ -119,7 +133,7 @@ def render_text(ctx: BuildContext, conv: Conversation, add_generation_prompt: bo
     """The template's text for `conv` (untracked, escaped strings restored), no tokens."""
     t = ctx.template
     g = fields_guard(ctx, conv)
-    tmsgs, tools = _inputs(conv, g)
+    tmsgs, tools = _inputs(ctx, conv, g)
     with _unmasked(g):
         r = render(t.source, t.name, tmsgs, tools=tools, add_generation_prompt=add_generation_prompt,
                    kwargs=dict(ctx.kwargs), limits=ctx.render_limits, now=ctx.instant)
@@ -159,8 +173,8 @@ def splice(ctx: BuildContext, base: Built, conv: Conversation, add_generation_pr
     # message of the history, once everything before it is dropped).
     lead = conv.messages[0].sequence if conv.messages and conv.messages[0].role == "system" else None
     out = [Segment("system" if s.seq == lead and s.kind == "message" else s.kind, s.role, s.seq, s.text,
-                   ids[s.start:s.end], s.start, s.end, s.char_start, s.char_end) for s in out]
-    spans = tuple(Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in out)
+                   ids[s.start:s.end], s.start, s.end, s.char_start, s.char_end, media=s.media) for s in out]
+    spans = tuple(Span(s.kind, s.role, s.seq, s.char_start, s.char_end, s.media) for s in out)
     diags = tuple(g.diagnostics) if g is not None else ()
     return Built(conv, text, out, ids, diags, (), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
                  spans=spans, spliced=True, gen=add_generation_prompt)
@@ -184,7 +198,7 @@ def _kept_segments(ctx: BuildContext, segs: Sequence[Segment], keep: set[int]) -
     kept: list[Segment] = []
     prev_dropped = False
     for s in segs:
-        gone = s.seq is not None and s.kind == "message" and s.seq not in keep
+        gone = s.seq is not None and s.kind in MESSAGE_KINDS and s.seq not in keep
         if gone != prev_dropped:
             # A cut: the segment on the far side must begin with a special token, whole.
             lead = ctx.special_of_id.get(int(s.token_ids[0])) if s.token_count else None
@@ -204,7 +218,7 @@ def _retiled(kept: list[Segment]) -> list[Segment]:
     tpos = cpos = 0
     for s in kept:
         n, c = s.token_count, len(s.text)
-        out.append(Segment(s.kind, s.role, s.seq, s.text, s.token_ids, tpos, tpos + n, cpos, cpos + c))
+        out.append(Segment(s.kind, s.role, s.seq, s.text, s.token_ids, tpos, tpos + n, cpos, cpos + c, media=s.media))
         tpos, cpos = tpos + n, cpos + c
     return out
 

@@ -44,6 +44,9 @@ class BuildContext:
     settings: str                   # canonical JSON of every other setting that changes the output
     clock: str = ""                 # what a clock-reading template reads at `instant` ("" when none)
     instant: datetime | None = None  # the render's now (not in the key: `clock` is)
+    # The image rule (workbench/media/vision.py) that turns each image part into the model's image
+    # tokens; None: the template renders text only. In `settings`, so in the fingerprint.
+    vision: Any = None
     fingerprint: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +56,8 @@ class BuildContext:
 
     @classmethod
     def of(cls, template: ChatTemplate, tokenizer: Tokenizer, *, template_kwargs: Mapping[str, Any],
-           injection: InjectionPolicies, render_limits: RenderLimits, other: Mapping[str, Any]) -> "BuildContext":
+           injection: InjectionPolicies, render_limits: RenderLimits, other: Mapping[str, Any],
+           vision: Any = None) -> "BuildContext":
         """The context of a configuration: `other` holds its remaining settings (cleaning, intake,
         variables, window, truncation), which only enter the fingerprint."""
         kw: dict[str, Any] = {
@@ -65,8 +69,8 @@ class BuildContext:
             "template": {"origin": template.origin, "kwargs": kw},
             "tokenizer": {"specials": len(tokenizer.specials),
                           "output_tokens": sorted(MODEL_OUTPUT_TOKENS.intersection(tokenizer.specials))},
-            "injection": injection, "render_limits": render_limits, **other})
-        return cls(template, tokenizer, kw, injection, render_limits, settings)
+            "injection": injection, "render_limits": render_limits, "vision": vision, **other})
+        return cls(template, tokenizer, kw, injection, render_limits, settings, vision=vision)
 
     def at(self, now: datetime | None = None) -> "BuildContext":
         """This context for an assembly starting `now`: a template that reads the clock sees that

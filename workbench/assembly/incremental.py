@@ -198,7 +198,7 @@ def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, moved: frozenset[int]
     # The anchor turn must render exactly as it did in the previous prompt.
     if probe.text[cut_a:cut_r] != text_slice(prev.text_source, orig[i_a].char_start, orig[i_r].char_start):
         return None
-    spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r) for sp in probe.spans
+    spans = [Span(sp.kind, sp.role, sp.seq, sp.start - cut_r, sp.end - cut_r, sp.media) for sp in probe.spans
              if sp.start >= cut_r]
     return i_r, _Tail(msgs[r:], probe.text[cut_r:], spans, probe.injection, probe.render_ms)
 
@@ -219,7 +219,7 @@ def _verified(ctx: BuildContext, prev: Prior, ask: _Ask) -> Built | None:
         if s.char_start <= common and s.char_start in new_starts and _special_start(ctx, s.text, 0) \
                 and s.kind != "generation_prompt":
             k, c0 = new_starts[s.char_start], s.char_start
-            spans = [Span(sp.kind, sp.role, sp.seq, sp.start - c0, sp.end - c0) for sp in full.spans[k:]]
+            spans = [Span(sp.kind, sp.role, sp.seq, sp.start - c0, sp.end - c0, sp.media) for sp in full.spans[k:]]
             # The tail's messages: from the first one with a segment there to the end, including those
             # the template folded into another message's segment (they have none of their own).
             first = next((sp.seq for sp in full.spans[k:] if sp.seq is not None), None)
@@ -248,7 +248,7 @@ def _join(ctx: BuildContext, prev: Prior, ask: _Ask, i_cut: int, tail: _Tail) ->
     ids = LazyIds(prev_ids, n0, tail_ids) if len(tail_ids) * 8 < n0 else \
         _frozen(np.concatenate([ids_array(prev_ids)[:n0], tail_ids]).astype(np.uint32, copy=False))
     shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + n0, s.end + n0, s.char_start + c0,
-                       s.char_end + c0) for s in fresh]
+                       s.char_end + c0, media=s.media) for s in fresh]
     kept = _kept_diagnostics(ctx, prev, conv, i_cut, tail)
     text = LazyText(prev.text_source, c0, tail.text) if len(tail.text) * 8 < c0 else _text(prev)[:c0] + tail.text
     segments = SegmentList(orig[:i_cut] + shifted, i_cut, ask.tier or "local")
@@ -313,8 +313,8 @@ def _inspect_whole(ctx: BuildContext, prev: Prior, i_cut: int, tail: _Tail, msgs
     orig = originals(prev.segments)
     c0 = orig[i_cut].char_start
     whole = text_slice(prev.text_source, 0, c0) + tail.text
-    spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end) for s in orig[:i_cut]] + \
-        [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0) for sp in tail.spans]
+    spans = [Span(s.kind, s.role, s.seq, s.char_start, s.char_end, s.media) for s in orig[:i_cut]] + \
+        [Span(sp.kind, sp.role, sp.seq, sp.start + c0, sp.end + c0, sp.media) for sp in tail.spans]
     return inspect_render(whole, msgs, spans, ctx.template.source)
 
 

@@ -46,11 +46,19 @@ def _message_parts(m: Message) -> tuple[str, ...]:
     """What a message's fingerprint covers. None and "" differ (the flags part says which fields are
     None); the lengths in `_h` keep the parts apart, so no text is copied to tag it."""
     c, n, i, r = m.content, m.name, m.tool_call_id, m.reasoning
-    if n is None and i is None and r is None and not m.tool_calls:
+    if n is None and i is None and r is None and not m.tool_calls and not m.parts:
         return (m.role, "1111" if c is None else "0111", c or "")   # most messages
     parts = [m.role, f"{c is None:d}{n is None:d}{i is None:d}{r is None:d}", c or "", n or "", i or "", r or ""]
     for tc in m.tool_calls:
         parts += [tc.id, tc.name, tc.arguments]
+        if tc.kind != "function":
+            parts.append(tc.kind)
+    if m.parts:
+        # Where each part sits among the text, and what each image is: its digest and size (another
+        # image of the same size renders the same placeholder tokens, and must not share a key).
+        parts.append("parts")
+        for p in m.parts:
+            parts += ("text", p) if isinstance(p, str) else p.key_parts()
     return tuple(parts)
 
 

@@ -20,7 +20,6 @@ from .limits import MESSAGE_DEPTH, IntakeLimits, check_json, check_text, check_t
 from .openai import check_open_call
 from .params import parse_params, parse_request_variables, parse_template_flag
 
-
 # Blocks of the provider's server tools (web search, code execution, MCP): results of work done on
 # Anthropic's side.
 _SERVER_BLOCKS = frozenset(("server_tool_use", "web_search_tool_result", "web_fetch_tool_result",

@@ -19,6 +19,7 @@ from ..conversation import MediaPart
 from ..diagnostics import Diagnostic, info, warning
 from ..errors import MediaError
 
+
 # TEMPORARY (until workbench/media lands in this checkout): the media functions are looked up on use.
 def parse_data_url(url: str, *, max_bytes: int, where: str) -> tuple[str | None, bytes]:
     from ..media import parse_data_url as f

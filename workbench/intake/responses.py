@@ -45,7 +45,8 @@ BUILTIN_ITEMS = {
     "image_generation_call": "image generation", "local_shell_call": "the local shell tool",
     "local_shell_call_output": "the local shell tool", "shell_call": "the shell tool",
     "shell_call_output": "the shell tool", "apply_patch_call": "apply_patch",
-    "apply_patch_call_output": "apply_patch", "mcp_call": "a remote MCP server", "mcp_list_tools": "a remote MCP server",
+    "apply_patch_call_output": "apply_patch", "mcp_call": "a remote MCP server",
+    "mcp_list_tools": "a remote MCP server",
     "mcp_approval_request": "a remote MCP server", "mcp_approval_response": "a remote MCP server",
     "compaction": "compaction", "tool_search_call": "tool search", "tool_search_output": "tool search",
 }

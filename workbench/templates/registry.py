@@ -31,6 +31,9 @@ class ChatTemplate:
     eos_token: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)  # extra template variables
     origin: str = "shipped"               # shipped | file | hf-folder | inline
+    # The image rule of the model the template belongs to (workbench/media/vision.py), for a template
+    # that places images: each image part becomes that model's image tokens. None: text only.
+    vision: str | None = None
 
     @property
     def version(self) -> str:
@@ -38,7 +41,7 @@ class ChatTemplate:
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "description": self.description,
-                "tokenizer": self.tokenizer, "context_window": self.context_window}
+                "tokenizer": self.tokenizer, "context_window": self.context_window, "vision": self.vision}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,7 @@ class _Shipped:
     bos: str | None
     eos: str | None
     reserve: int = 4096
+    vision: str | None = None
 
 
 SHIPPED: dict[str, _Shipped] = {s.name: s for s in [
@@ -68,8 +72,11 @@ SHIPPED: dict[str, _Shipped] = {s.name: s for s in [
     _Shipped("mistral-tekken", "Mistral Tekken (Nemo): v3 layout without the SentencePiece spaces",
              "mistral-tekken", 131072, "<s>", "</s>"),
     _Shipped("mistral-v7", "Mistral v7 ([SYSTEM_PROMPT], [TOOL_CONTENT])", "mistral-v7", 131072, "<s>", "</s>"),
-    _Shipped("gemma3", "Gemma 3 (<start_of_turn>user/model, system folded into the first user turn)", None,
-             131072, "<bos>", "<end_of_turn>"),
+    _Shipped("qwen2.5-vl", "Qwen2.5-VL Instruct: ChatML with images (<|vision_start|><|image_pad|>×N"
+             "<|vision_end|>, N as Qwen2-VL's processor counts)", "qwen2.5", 128000, None, "<|im_end|>",
+             vision="qwen2-vl"),
+    _Shipped("gemma3", "Gemma 3 (<start_of_turn>user/model, system folded into the first user turn; "
+             "images as 256 soft tokens)", None, 131072, "<bos>", "<end_of_turn>", vision="gemma3"),
     _Shipped("deepseek-v3", "DeepSeek V3 (<｜User｜>/<｜Assistant｜>, tool calls with ｜tool▁sep｜)", "deepseek-v3",
              131072, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     _Shipped("phi4", "Phi-4 (<|im_start|>role<|im_sep|> ... <|im_end|>)", "phi4", 16384, None, "<|im_end|>"),
@@ -95,7 +102,8 @@ def _shipped(name: str) -> ChatTemplate:
         raise TemplateNotFoundError(f"the shipped template file {name}.jinja is missing",
                                     hint="reinstall the package") from None
     return ChatTemplate(name=name, source=source, description=s.description, tokenizer=s.tokenizer,
-                        context_window=s.context_window, reserve=s.reserve, bos_token=s.bos, eos_token=s.eos)
+                        context_window=s.context_window, reserve=s.reserve, bos_token=s.bos, eos_token=s.eos,
+                        vision=s.vision)
 
 
 def _token_str(v: object) -> str | None:

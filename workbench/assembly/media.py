@@ -1,0 +1,145 @@
+"""Images in the prompt: each image part becomes its model's image tokens, in an `image` segment.
+
+A vision chat template writes one placeholder per image (Qwen2.5-VL: `<|image_pad|>` between
+`<|vision_start|>` and `<|vision_end|>`; Gemma 3: `<start_of_image>`). The model's processor then
+replaces each one with that image's tokens — how many depends on the image's size and the
+model's rule (workbench/media/vision.py) — and the tokenizer reads the result. This stage does the
+processor's part on the rendered text: the k-th placeholder the template wrote is the k-th image
+of the conversation, as transformers' processors and vLLM pair them. Every position the render
+noted (message starts, the tools block, the generation prompt, escaped spans) moves with it, and
+each image's range becomes a span of kind `image` carrying the image's digest.
+
+A template that renders no images (no rule) gets the text of the message alone, and a warning per
+message says what is missing from the prompt: nothing is dropped in silence.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
+
+from ..conversation import Conversation, MediaPart
+from ..diagnostics import Diagnostic, warning
+from ..errors import TemplateError, WorkbenchError
+from ..segments import Span
+from ..templates import Rendered
+
+
+class ImageRule(Protocol):
+    """What placing images needs of a model's rule (workbench/media/vision.py)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def replaced(self) -> str: ...          # the string in the template's output the processor replaces
+    def expansion(self, width: int, height: int) -> str: ...
+
+
+class Placed(NamedTuple):
+    render: Rendered
+    escaped: list[tuple[int, int]]
+    gen_start: int | None
+    images: list[tuple[int, int, MediaPart]]   # (start, end) in the new text, and the image there
+
+
+def image_rule(spec: Any, template_vision: str | None) -> Any:
+    """The rule a configuration asks for: `spec` None takes the template's own (none for a text-only
+    template), False none at all, a name that rule with its defaults, a mapping {"rule": name, ...}
+    that rule with those options."""
+    if spec is False:
+        return None
+    if spec is None:
+        spec = template_vision
+        if spec is None:
+            return None
+    try:   # TEMPORARY while workbench/media/vision.py is being written in this checkout
+        from ..media import vision_rule
+    except ImportError:
+        return None
+    if isinstance(spec, str):
+        return vision_rule(spec)
+    if isinstance(spec, dict) and isinstance(spec.get("rule"), str):
+        return vision_rule(spec["rule"], **{k: v for k, v in spec.items() if k != "rule"})
+    raise WorkbenchError(f"vision must be a rule name or {{'rule': name, ...options}}, got {spec!r}",
+                         hint="e.g. vision='qwen2-vl' or {'rule': 'qwen2-vl', 'max_pixels': 1003520}")
+
+
+def unrendered(conv: Conversation, template: str) -> list[Diagnostic]:
+    """One warning per message whose media parts a text-only template leaves out of the prompt."""
+    out = []
+    for m in conv.messages:
+        media = m.media if m.parts else ()
+        if media:
+            what = ", ".join(f"{p.kind} ({p.width}×{p.height})" if p.width else p.kind for p in media)
+            out.append(warning("media_not_rendered",
+                               f"template {template!r} renders text only: {what} at {media[0].where} "
+                               f"{'is' if len(media) == 1 else 'are'} not in the prompt and not counted (a vision "
+                               "model's template places them: --template qwen2.5-vl, or --model with a vision "
+                               "model)", m.sequence))
+    return out
+
+
+def place(rule: ImageRule, conv: Conversation, r: Rendered, escaped: Sequence[tuple[int, int]],
+          gen_start: int | None, template: str) -> Placed:
+    """The render with each image placeholder replaced by that image's tokens (see the module doc)."""
+    images = [p for _, p in conv.media if p.kind == "image"]
+    text, key = r.text, rule.replaced
+    found: list[int] = []
+    pos = text.find(key)
+    esc = sorted(escaped)
+    while pos >= 0:
+        k = bisect_left(esc, (pos + 1,)) - 1
+        if k < 0 or not esc[k][0] <= pos < esc[k][1]:   # a placeholder the user typed stays text
+            found.append(pos)
+        pos = text.find(key, pos + len(key))
+    if len(found) != len(images):
+        raise TemplateError(f"the template wrote {len(found)} image placeholder(s) ({key!r}) for "
+                            f"{len(images)} image(s) in the conversation", template=template,
+                            hint="each image part must reach the template as {'type': 'image'}; a template that "
+                                 "skips some (a system message's images, say) cannot be counted")
+    if not found:
+        return Placed(r, list(escaped), gen_start, [])
+    out: list[str] = []
+    shift: list[int] = []       # characters added by the replacements up to and including each one
+    placed: list[tuple[int, int, MediaPart]] = []
+    prev = added = 0
+    for at, img in zip(found, images):
+        assert img.width is not None and img.height is not None   # intake measured it (or assumed a size)
+        rep = rule.expansion(img.width, img.height)
+        out.append(text[prev:at])
+        out.append(rep)
+        placed.append((at + added, at + added + len(rep), img))
+        added += len(rep) - len(key)
+        shift.append(added)
+        prev = at + len(key)
+    out.append(text[prev:])
+
+    def moved(p: int) -> int:
+        k = bisect_left(found, p)       # placeholders starting before p
+        return p + (shift[k - 1] if k else 0)
+
+    new = Rendered("".join(out), {i: moved(p) for i, p in r.starts.items()},
+                   None if r.tools_start is None else moved(r.tools_start), [moved(p) for p in r.gen_reads])
+    return Placed(new, [(moved(a), moved(b)) for a, b in escaped], None if gen_start is None else moved(gen_start),
+                  placed)
+
+
+def split_spans(spans: list[Span], images: Sequence[tuple[int, int, MediaPart]]) -> list[Span]:
+    """The spans with each image's range cut out of the span that holds it, as a span of its own."""
+    if not images:
+        return spans
+    out: list[Span] = []
+    k = 0
+    for sp in spans:
+        start = sp.start
+        while k < len(images) and images[k][0] < sp.end:
+            a, b, img = images[k]
+            if a > start:
+                out.append(Span(sp.kind, sp.role, sp.seq, start, a))
+            out.append(Span("image", sp.role, sp.seq, a, b, img.digest))
+            start = b
+            k += 1
+        if start < sp.end or (start == sp.start and sp.end == sp.start):
+            out.append(Span(sp.kind, sp.role, sp.seq, start, sp.end))
+    return out
