@@ -29,6 +29,7 @@ from ..intake import IntakeLimits, normalize
 from ..rewrites import inspect_render
 from ..segments import SegmentList, originals
 from ..templates import ChatTemplate, RenderLimits, get_template
+from ..templates.control_tokens import control_token_notes
 from ..tokenizers import Tokenizer, get_tokenizer
 from ..truncation import Dropped, TruncationPolicy, estimate_message, estimate_text, newest_first
 from ..variables import Binding, VariableConfig, expand_messages
@@ -38,6 +39,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
+from .media import image_rule
 from .refit import overflowed, refit
 from .result import AssemblyResult
 from .session import Session
@@ -66,6 +68,9 @@ class AssemblerConfig:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     truncation: TruncationPolicy = field(default_factory=TruncationPolicy)
     variables: VariableConfig = field(default_factory=VariableConfig)
+    # How image parts become tokens (workbench/assembly/media.py): None, the template's own rule
+    # (a vision template's model); a rule name, or {"rule": name, ...options}; False: text only.
+    vision: Any = None
     # Assembled prompts shared across sessions and processes: a TwoTierCache, None for none, or
     # "auto": an in-process tier, plus Redis when WORKBENCH_REDIS_URL is set (SPEC 7.5).
     cache: Any = "auto"
@@ -107,6 +112,8 @@ class Assembler:
                                        f"template {self.template.name!r} has no offline tokenizer; counting with "
                                        f"{FALLBACK_TOKENIZER} (ids are not the model's; pass a tokenizer: hf:DIR)"))
         self.tokenizer = get_tokenizer(tok)
+        # Control tokens of the template this tokenizer lacks become plain text: said on every result.
+        self._notes += control_token_notes(self.template, self.tokenizer)
         # Tokens per estimated token for this tokenizer, learned from exact counts as truncation runs.
         self.ratio = 1.0
         self.metrics = AssemblyMetrics()
@@ -117,9 +124,10 @@ class Assembler:
         c = self.config
         other = {f.name: getattr(c, f.name) for f in dataclass_fields(c)
                  if f.name not in ("template", "tokenizer", "cache", "template_kwargs", "render_limits",
-                                   "injection", "tool_injection", "assistant_injection")}
+                                   "injection", "tool_injection", "assistant_injection", "vision")}
         self.context = BuildContext.of(self.template, self.tokenizer, template_kwargs=c.template_kwargs,
-                                       injection=policies_of(c), render_limits=c.render_limits, other=other)
+                                       injection=policies_of(c), render_limits=c.render_limits, other=other,
+                                       vision=image_rule(c.vision, self.template.vision))
 
     # ------------------------------------------------------------------ stages
     def normalize(self, request: Any) -> tuple[Conversation, list[Diagnostic]]:

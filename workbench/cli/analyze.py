@@ -11,7 +11,7 @@ from typing import Any
 from ..analysis import analyze
 from ..errors import WorkbenchError
 from ..sessions import load_session
-from .options import build_assembler, common_options, projection_option
+from .options import announce, build_assembler, catalog_entry, common_options, model_json, projection_option
 from .output import print_json
 
 
@@ -43,8 +43,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    entry = catalog_entry(args)
     if args.aggregate:
         from .aggregate import cmd_aggregate
+        if entry is not None:   # the logs' sessions rendered with the model's template and tokenizer
+            args.template = args.template or entry.template
+            args.tokenizer = args.tokenizer or entry.tokenizer
         return cmd_aggregate(args)
     _single(args)
     if args.projection:
@@ -52,11 +56,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return cmd_analyze_projection(args)
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
+    announce(asm, entry)
     if args.fix is not None:
         return _with_fixes(args, session, asm, prepare)
     turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory
     if args.json:
-        print_json({"turns": [t.to_json() for t in turns]})
+        print_json({"turns": [t.to_json() for t in turns], "model": model_json(entry)})
         return 0
     out = sys.stdout
     out.write(f"{session.title}: {len(turns)} turns, template {asm.template.name}, tokenizer {asm.tokenizer.name}\n")

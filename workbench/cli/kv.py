@@ -6,18 +6,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, kv_config, paged_view
+from ..catalog import ModelEntry
+from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, KVConfig, from_catalog, kv_config, paged_view
 from ..sessions import load_session
 from . import options
-from .options import build_assembler, common_options
+from .options import announce, build_assembler, catalog_entry, common_options, model_json
 from .output import print_json
+
+DEFAULT_CONFIG = "Llama-3-8B"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kv", help="KV cache size of a session under a model shape: bytes, blocks, sharing")
     p.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
-    p.add_argument("--config", default="Llama-3-8B",
-                   help=f"{' | '.join(KV_CONFIGS)}, or a model folder / config.json (default Llama-3-8B)")
+    p.add_argument("--config", default=None,
+                   help=f"{' | '.join(KV_CONFIGS)}, a catalog model, or a model folder / config.json (default: the "
+                        f"--model's KV shape, else {DEFAULT_CONFIG})")
     p.add_argument("--dtype", default=None, help="bytes per value from this dtype: bf16 (default), fp32, fp8 …")
     p.add_argument("--block-size", type=int, default=BLOCK_SIZE, help=f"tokens per block (default {BLOCK_SIZE})")
     common_options(p, turn=False)
@@ -26,15 +30,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_kv(args: argparse.Namespace) -> int:
     options.at_least(args.block_size, 1, "--block-size")
-    cfg = kv_config(args.config)
+    entry = catalog_entry(args)
+    cfg = _config(args.config, entry)
     if args.dtype:
         cfg = cfg.with_dtype(args.dtype)
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args)
+    announce(asm, entry)
     sess = asm.session()
     prompts = [sess.assemble(prepare(t)).token_ids for t in session.turns]
     turns = paged_view(prompts, cfg, args.block_size)
-    out = {"config": cfg.to_json(), "block_size": args.block_size,
+    out = {"config": cfg.to_json(), "block_size": args.block_size, "model": model_json(entry),
+           "kv_note": entry.kv_note if entry is not None and not args.config else None,
            "turns": [{"turn": t.turn, "tokens": t.tokens, "blocks": t.blocks, "shared_blocks": t.shared_blocks,
                       "new_blocks": t.new_blocks, "kv_bytes": t.kv_bytes, "held_bytes": t.held_bytes} for t in turns]}
     if args.json:
@@ -48,4 +55,15 @@ def cmd_kv(args: argparse.Namespace) -> int:
     for t in turns:
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.blocks:>7} {t.shared_blocks:>7} {t.new_blocks:>6} "
                 f"{t.kv_bytes / 2**20:>9.1f} {t.held_bytes / 2**20:>9.1f}\n")
+    if out["kv_note"]:
+        o.write(f"note: {out['kv_note']}\n")
     return 0
+
+
+def _config(config: str | None, entry: ModelEntry | None) -> KVConfig:
+    """`--config` when given; else the `--model`'s KV shape; else the default."""
+    if config:
+        return kv_config(config)
+    if entry is not None:
+        return from_catalog(entry)
+    return kv_config(DEFAULT_CONFIG)

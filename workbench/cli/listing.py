@@ -1,9 +1,10 @@
-"""`workbench templates` and `workbench tokenizers`: what is available."""
+"""`workbench templates`, `workbench tokenizers` and `workbench models`: what is available."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..catalog import models
 from ..errors import WorkbenchError
 from ..templates import get_template, shipped_names
 from ..tokenizers import ENTRIES, get_tokenizer
@@ -17,6 +18,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     k = sub.add_parser("tokenizers", help="list the named tokenizers (and hf: / tiktoken: prefixes)")
     k.add_argument("--json", action="store_true", help="print JSON")
     k.set_defaults(func=cmd_tokenizers)
+    m = sub.add_parser("models", help="list the model catalog: template, tokenizer, window, KV shape per model id")
+    m.add_argument("--json", action="store_true", help="print JSON")
+    m.set_defaults(func=cmd_models)
 
 
 def cmd_templates(args: argparse.Namespace) -> int:
@@ -50,4 +54,23 @@ def cmd_tokenizers(args: argparse.Namespace) -> int:
             v = (r["version"] or "")[:12]
             state = "" if r["available"] else "  (not installed)"
             print(f"{r['name']:<15} {v:<12}  {r['description']}{state}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """Every catalog model: what `--model ID` sets (docs/models.md)."""
+    entries = models()
+    if args.json:
+        print_json([e.to_json() for e in entries])
+        return 0
+    width = max(len(e.id) for e in entries)
+    print(f"{'model':<{width}}  {'family':<11} {'template':<14} {'tokenizer':<14} {'window':>9}  "
+          f"{'KV B/token':>10}  {'vision':<9} notes")
+    for e in entries:
+        kv = f"{e.kv.bytes_per_token:,}" if e.kv is not None else "-"
+        notes = ", ".join(x for x in ("hosted" if e.hosted else "", "estimate" if e.estimate else "") if x)
+        print(f"{e.id:<{width}}  {e.family:<11} {e.template:<14} {e.tokenizer or '(fallback)':<14} "
+              f"{e.context_window:>9,}  {kv:>10}  {e.vision or '-':<9} {notes}".rstrip())
+    print("estimate: the template or tokenizer only approximates the model's own (`workbench models --json` says "
+          "why); hosted: an API model, no public KV shape")
     return 0

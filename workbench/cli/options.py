@@ -1,7 +1,7 @@
 """The options several commands share, and one checker per kind of option value.
 
-`common_options` adds the assembly options (template, tokenizer, budget, truncation, injection,
-variables, output) to a command; `build_assembler` turns them into an Assembler. The checkers
+`common_options` adds the assembly options (model, template, tokenizer, budget, truncation,
+injection, variables, output) to a command; `build_assembler` turns them into an Assembler. The checkers
 below (`at_least`, `port`, `mebibytes`, `non_negative`, `fraction`, `folder`, `thresholds`) are
 the only place an option value is judged: each raises one WorkbenchError naming the option, so
 every command words the same mistake the same way (the runner prints it as one `error:` line,
@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import strict_json
 from ..assembly import Assembler
+from ..catalog import ModelEntry, lookup
 from ..errors import WorkbenchError
 from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..sessions import SessionFile
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
+from ..templates.control_tokens import control_token_notes
 from ..truncation import STRATEGIES, TruncationPolicy
 from ..variables import VariableConfig
 
@@ -32,14 +35,22 @@ TIB_IN_MIB = 2**20            # option sizes are in MiB; anything from 1 TiB up 
 
 
 # --- the assembly options ------------------------------------------------------------------------
-def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_truncation: bool = False) -> None:
-    """`compare_truncation`: `--truncation all` is allowed too (the command runs every policy)."""
-    p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default "
-                                                    f"{DEFAULT_TEMPLATE})")
-    p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the template's own)")
+def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_truncation: bool = False,
+                   model: bool = True) -> None:
+    """`compare_truncation`: `--truncation all` is allowed too (the command runs every policy).
+    `model`: add `--model NAME` (a catalog model); a command whose `--model` means something of its
+    own (prefill, simulate) leaves it out and sets `args.catalog_model` itself."""
+    if model:
+        model_option(p)
+    p.add_argument("--template", default=None, help=f"shipped name, .jinja file or HF folder (default: the "
+                                                    f"model's, else {DEFAULT_TEMPLATE})")
+    p.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the model's, else the "
+                                                     "template's own)")
     if turn:
         p.add_argument("--turn", type=int, default=None, help="turn number, from 1 (default: the last)")
-    p.add_argument("--context-window", type=int, default=None, help="tokens in the model's window")
+    p.add_argument("--context-window", type=int, default=None,
+                   help="tokens in the model's window (default: the session file's, else the model's, else the "
+                        "template's)")
     p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
     p.add_argument("--vars", metavar="FILE", default=None,
                    help='prompt-template variables: JSON {"constants": {...}, "request": {...}, "declare": {...}}')
@@ -69,6 +80,39 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_trunca
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
 
+def model_option(p: argparse.ArgumentParser) -> None:
+    """`--model NAME`: a model from the catalog (`workbench models`)."""
+    p.add_argument("--model", dest="catalog_model", metavar="NAME", default=None,
+                   help="a model from the catalog (`workbench models`): sets template, tokenizer, context window "
+                        "(and the KV shape where one is used); --template, --tokenizer and --context-window still "
+                        "override each")
+
+
+def catalog_entry(args: argparse.Namespace) -> ModelEntry | None:
+    """The catalog model the options name (`--model`), or None. An unknown name is a
+    ModelNotFoundError listing the closest names."""
+    named = getattr(args, "catalog_model", None)
+    if named is None or isinstance(named, ModelEntry):
+        return named
+    return lookup(named)
+
+
+def model_json(entry: ModelEntry | None) -> dict[str, Any] | None:
+    """What a command's JSON says about the model it used (`"model": null` when none was named)."""
+    if entry is None:
+        return None
+    return {"id": entry.id, "label": entry.label, "estimate": entry.estimate, "hosted": entry.hosted}
+
+
+def announce(asm: Assembler, entry: ModelEntry | None) -> None:
+    """For commands whose output has no diagnostics: the assembler's warnings that hold for every
+    turn (a template's control tokens the tokenizer lacks) and the model's estimate note, on stderr."""
+    for d in control_token_notes(asm.template, asm.tokenizer):
+        print(f"warning: {d.code}: {d.message}", file=sys.stderr)
+    if entry is not None and entry.estimate:
+        print(f"note: {entry.id}: estimate: {entry.estimate}", file=sys.stderr)
+
+
 def projection_option(p: argparse.ArgumentParser) -> None:
     """`--projection`: the prefix-stable projection instead of the template's own rendering (render, analyze)."""
     p.add_argument("--projection", action="store_true",
@@ -93,19 +137,31 @@ def load_vars(path: str) -> tuple[VariableConfig, dict[str, Any]]:
 
 def build_assembler(session: SessionFile, args: argparse.Namespace, cache: object = "auto"
                     ) -> tuple[Assembler, Callable[[dict[str, Any]], dict[str, Any]]]:
-    """The Assembler the options describe, and how to prepare one of the session's requests for it."""
+    """The Assembler the options describe, and how to prepare one of the session's requests for it.
+
+    A catalog model (`--model`) sets the template, the tokenizer and the window; each option given
+    wins over it. The window, highest first: `--context-window`; the session file's own
+    `context_window` (it belongs to the scenario the session was written for, such as a small
+    window to show truncation, whatever model plays it); the model's; the template's default. A
+    request's own `"model"` field is never applied: a request naming gpt-4o leaves the template
+    alone (name the model with --model)."""
     at_least(args.context_window, 1, "--context-window")
     at_least(args.reserve, 0, "--reserve")
+    entry = catalog_entry(args)
     cw = args.context_window
     if cw is None and isinstance(session.raw.get("context_window"), int):
         cw = session.raw["context_window"]
+    if cw is None and entry is not None:
+        cw = entry.context_window
+    template = args.template or (entry.template if entry is not None else None) or DEFAULT_TEMPLATE
+    tokenizer = args.tokenizer or (entry.tokenizer if entry is not None else None)
     options: dict[str, Any] = {}
     if args.template and args.template not in SHIPPED:  # a file or folder nobody reviewed: its own process
         options["render_limits"] = RenderLimits(isolate=True)
     request_vars: dict[str, Any] = {}
     if args.vars:
         options["variables"], request_vars = load_vars(args.vars)
-    asm = Assembler(template=args.template or DEFAULT_TEMPLATE, tokenizer=args.tokenizer,
+    asm = Assembler(template=template, tokenizer=tokenizer,
                     context_window=cw, reserve=args.reserve, injection=args.injection,
                     tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from ..assembly.assembler import FALLBACK_TOKENIZER
+from ..catalog import find, models
 from ..engine.server_limits import ServerLimits
+from ..errors import EngineError
 from ..sessions import load_session
 from . import options
-from .options import build_assembler, common_options
+from .options import announce, build_assembler, common_options, model_json
 from .output import print_json
 
 
@@ -20,8 +24,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
     p.add_argument("--model", default="tiny",
                    help="a synthetic architecture (tiny, Llama-3-8B, Qwen2.5-7B, Mistral-7B, Gemma-3-1B: random "
-                        "weights), gemma3-270m (a real base model, offline package), a model folder or a .gguf "
-                        "file (default tiny)")
+                        "weights), a catalog model whose architecture the engine has (`workbench models`: its "
+                        "synthetic architecture, with the model's template, tokenizer and window), gemma3-270m (a "
+                        "real base model, offline package), a model folder or a .gguf file (default tiny)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default bf16 on CUDA, fp32 on CPU)")
     p.add_argument("--baseline", action="store_true", help="also time each prompt without reuse, in the same run")
@@ -31,12 +36,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="send the ids to an OpenAI-compatible server (vLLM, SGLang, workbench serve-engine) "
                         "instead: its cached_tokens per turn, and its tokenization compared with ours")
     p.add_argument("--remote-model", default=None, help="the server's model name (default: its first)")
-    common_options(p, turn=False)
+    common_options(p, turn=False, model=False)
     p.set_defaults(func=cmd_prefill)
 
     s = sub.add_parser("serve-engine", help="serve the local engine as an OpenAI-compatible endpoint "
                                             "(/v1/completions with cached_tokens, /tokenize)")
-    s.add_argument("--model", default="tiny", help="as for prefill (default tiny)")
+    s.add_argument("--model", default="tiny", help="as for prefill, catalog models included (default tiny)")
     s.add_argument("--template", default=None, help="whose tokenizer to use (default: the model's, else qwen2.5)")
     s.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME")
     s.add_argument("--device", default="auto")
@@ -76,15 +81,18 @@ def cmd_prefill(args: argparse.Namespace) -> int:
 
     session = load_session(args.session)
     if args.remote:
+        args.catalog_model = find(args.model)   # a catalog model sets the template and tokenizer the server uses
         return _remote(args, session)
+    name = engine_model(args)
     # A real model counts with its own vocabulary, and its family's template, unless told otherwise.
     if args.tokenizer is None:
-        args.tokenizer = model_tokenizer(args.model)
+        args.tokenizer = model_tokenizer(name)
     if args.template is None:
-        args.template = REAL_TEMPLATES.get(args.model)
+        args.template = REAL_TEMPLATES.get(name)
     asm, prepare = build_assembler(session, args)
+    announce(asm, getattr(args, "catalog_model", None))
     tok = asm.tokenizer
-    engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
+    engine = Engine.load(name, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
                          kv_cap_bytes=kv_cap)
     sess = asm.session()
     turns = []
@@ -97,7 +105,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"turn {k}/{n}: {r.tokens} tokens, {r.reused_tokens} reused, {r.prefill_ms:.0f} ms",
                   file=sys.stderr, flush=True)
-    out = {"model": engine.m.to_json(), "turns": turns, "processed_tokens": engine.processed_tokens}
+    out = {"model": engine.m.to_json(), "turns": turns, "processed_tokens": engine.processed_tokens,
+           "catalog_model": model_json(getattr(args, "catalog_model", None))}
     if args.json:
         print_json(out)
         return 0
@@ -118,10 +127,34 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     return 0
 
 
+def engine_model(args: argparse.Namespace) -> str:
+    """What the engine loads for `--model`: a synthetic architecture, a real model, a folder or a
+    file as given; a catalog model as the engine's synthetic architecture of its shape (and the
+    model is noted in `args.catalog_model`, so it sets template, tokenizer and window). A catalog
+    model the engine has no architecture for is an error naming those it has."""
+    from ..engine.models import REAL, SYNTHETIC
+    name = args.model
+    if name in SYNTHETIC or name in REAL or Path(name).exists():
+        return str(name)
+    entry = find(name)
+    if entry is None:
+        return str(name)   # the engine says what is wrong with it
+    args.catalog_model = entry
+    if entry.synthetic is None:
+        known = ", ".join(m.id for m in models() if m.synthetic)
+        why = "a hosted model, whose architecture is not public" if entry.hosted else \
+            f"the catalog holds only its KV shape; `workbench kv SESSION --model {entry.id}` sizes its cache"
+        raise EngineError(f"the engine has no architecture for {entry.id}: {why}",
+                          hint=f"prefill a catalog model it has ({known}), a synthetic architecture "
+                               f"({', '.join(SYNTHETIC)}), or the model's own folder or .gguf file")
+    return entry.synthetic
+
+
 def _remote(args: argparse.Namespace, session: object) -> int:
     from ..engine.remote import FLAGS_HINT, RemoteEngine
 
     asm, prepare = build_assembler(session, args)
+    announce(asm, getattr(args, "catalog_model", None))
     remote = RemoteEngine(args.remote, model=args.remote_model)
     sess = asm.session()
     turns = []
@@ -160,11 +193,14 @@ def cmd_serve_engine(args: argparse.Namespace) -> int:
     options.port(args.port)
     kv_cap = options.mebibytes(args.kv_cap_mb, "--kv-cap-mb", zero=True)
     limits = _server_limits(args)            # checked before the model loads: a typo fails at once
-    name = args.tokenizer or model_tokenizer(args.model)
+    model = engine_model(args)
+    entry = getattr(args, "catalog_model", None)
+    name = args.tokenizer or model_tokenizer(model) or (entry.tokenizer if entry is not None else None)
     if name is None:
-        name = get_template(args.template or REAL_TEMPLATES.get(args.model) or "qwen2.5").tokenizer
+        template = args.template or REAL_TEMPLATES.get(model) or (entry.template if entry is not None else None)
+        name = get_template(template or "qwen2.5").tokenizer or FALLBACK_TOKENIZER
     tok = get_tokenizer(name)
-    engine = Engine.load(args.model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
+    engine = Engine.load(model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
                          kv_cap_bytes=kv_cap)
     server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits)
     try:

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from ..assembly.result import AssemblyResult
 from ..sessions import SessionFile, load_session, parse_session
-from .options import build_assembler, common_options, projection_option
+from .options import build_assembler, catalog_entry, common_options, model_json, projection_option
 from .output import print_json
 
 _RESET = "\x1b[0m"
@@ -83,12 +83,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _emit(session: SessionFile, args: argparse.Namespace) -> int:
+    entry = catalog_entry(args)
     result = assemble_turn(session, args)
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "model": model_json(entry)})   # which catalog model, if one was named
         return 0
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                         and not os.environ.get("NO_COLOR"))
+    if entry is not None:
+        print(f"model {entry.id} ({entry.label})" + (f"  ·  estimate: {entry.estimate}" if entry.estimate else ""))
     from ..tokenizers import get_tokenizer
     tok = get_tokenizer(result.tokenizer["name"]) if not result.tokenizer["name"].startswith(("hf:", "tiktoken:")) \
         else None

@@ -18,6 +18,7 @@ from typing import Any, NewType
 import numpy as np
 
 from .. import strict_json
+from ..catalog import ModelEntry, find
 from ..difference import first_difference
 from ..errors import EngineError
 
@@ -64,7 +65,8 @@ KV_CONFIGS: dict[str, KVConfig] = {c.name: c for c in [
 
 
 def kv_config(name: str | KVConfig) -> KVConfig:
-    """A named config, or one read from a model's config.json (a file or the folder holding it)."""
+    """A named config, one read from a model's config.json (a file or the folder holding it), or a
+    catalog model's KV shape (`Qwen/Qwen2.5-72B-Instruct`, workbench/catalog)."""
     if isinstance(name, KVConfig):
         return name
     if name in KV_CONFIGS:
@@ -73,8 +75,12 @@ def kv_config(name: str | KVConfig) -> KVConfig:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise EngineError(f"unknown KV config {name!r}: not a named config and no such config.json",
-                          hint=f"use one of {', '.join(KV_CONFIGS)}, or a model folder / config.json")
+        entry = find(name)
+        if entry is not None:
+            return from_catalog(entry)
+        raise EngineError(f"unknown KV config {name!r}: not a named config, a catalog model or a config.json",
+                          hint=f"use one of {', '.join(KV_CONFIGS)}, a model from `workbench models`, or a model "
+                               "folder / config.json")
     try:
         cfg = strict_json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -82,6 +88,15 @@ def kv_config(name: str | KVConfig) -> KVConfig:
     if not isinstance(cfg, dict):
         raise EngineError(f"{path}: a model config is a JSON object, got {type(cfg).__name__}")
     return config_from_dict(cfg, name=path.parent.name or str(path))
+
+
+def from_catalog(entry: ModelEntry) -> KVConfig:
+    """A catalog model's KV shape (its published config.json values). Hosted models have none."""
+    if entry.kv is None:
+        raise EngineError(f"{entry.id} is a hosted model: its KV shape is not public",
+                          hint="give a KV shape with --config: a named config, a catalog model that has one, or "
+                               "a config.json")
+    return KVConfig(entry.id, entry.kv.layers, entry.kv.kv_heads, entry.kv.head_dim, entry.kv.dtype_bytes)
 
 
 def config_from_dict(cfg: dict[str, Any], name: str = "config") -> KVConfig:
