@@ -71,10 +71,6 @@ CASES = [
     (["render", "{surrogate_id.json}"], ["messages[1].tool_calls[0].id", "lone surrogate"]),
     (["render", "{surrogate_name.json}"], ["messages[1].tool_calls[0].function.name", "lone surrogate"]),
     (["render", "{surrogate_tool_use.json}"], ["messages[1].content[0].name", "lone surrogate"]),
-    (["render", "{surrogate_in_arguments.json}"], ["messages[1].tool_calls[0].function.arguments", "at k",
-                                                   "lone surrogate"]),
-    (["render", "{deep_arguments.json}"], ["messages[1].tool_calls[0].function.arguments", "nested more than 200"]),
-    (["render", "{bigint_arguments.json}"], ["messages[1].tool_calls[0].function.arguments", "longer than 100"]),
     (["render", "{duplicate_ids.json}"], ["messages[1].tool_calls[1].id", "already used", "no result yet"]),
     (["render", "{empty_tool_name.json}"], ["tools[0].name", "non-empty"]),
     (["render", "{context_8k.json}", "--json"], ["context_8k.json", "context_window", "'8k'"]),
@@ -102,6 +98,15 @@ CASES = [
     (["prefill", "{deep.json}"], ["deep.json", "nested"]),
     (["prefill", SAMPLE, "--kv-cap-mb", "nan"], ["--kv-cap-mb", "nan"]),
     (["prefill", SAMPLE, "--kv-cap-mb", "inf"], ["--kv-cap-mb", "inf"]),
+]
+
+
+# Arguments text OpenAI accepts as sent (it never parses a call's arguments in the history): rendered,
+# with a warning that names the field and what is wrong (the template gets {} in their place).
+KEPT = [
+    ("surrogate_in_arguments.json", ["messages[1].tool_calls[0].function.arguments", "at k", "lone surrogate"]),
+    ("deep_arguments.json", ["messages[1].tool_calls[0].function.arguments", "nested more than 200"]),
+    ("bigint_arguments.json", ["messages[1].tool_calls[0].function.arguments", "longer than 100"]),
 ]
 
 
@@ -134,3 +139,15 @@ def test_hostile_input_gets_one_precise_error_line(files: Path, capsys: pytest.C
         assert f in lines[0], f"{f!r} not in {lines[0]!r}"
     # Refused before any real work (prefill imports torch first: give it room on a busy machine).
     assert elapsed < (60 if argv[0] == "prefill" else 10), f"{elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("name,fragments", KEPT, ids=[k[0] for k in KEPT])
+def test_arguments_openai_accepts_render_with_a_warning(files: Path, capsys: pytest.CaptureFixture, name, fragments):
+    t0 = time.monotonic()
+    assert main(["render", str(files / name), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    warned = [d for d in out["diagnostics"] if d["code"] == "tool_arguments_not_json"]
+    assert len(warned) == 1 and warned[0]["level"] == "warning"
+    for f in fragments:
+        assert f in warned[0]["message"], (f, warned[0]["message"])
+    assert time.monotonic() - t0 < 10

@@ -9,6 +9,7 @@ Refusals name the item's path (`input[3].call_id`) and say why.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -333,3 +334,49 @@ def test_previous_response_id_is_resolved_from_the_log():
 def test_a_chain_the_log_does_not_hold_is_refused_naming_the_request():
     with pytest.raises(WorkbenchError, match=r"requests\[1\]\.previous_response_id: response 'resp_9'"):
         parse_session({"requests": [{"input": "Hi"}, {"previous_response_id": "resp_9", "input": "x"}]})
+
+
+# --- a session's next Responses request parses only what is new -------------------------------------
+NEXT = {"n": 0}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(0, 3), TEXT)
+def test_property_the_next_request_parses_to_what_a_whole_parse_gives(messages, cut, edit):
+    """Item by item, then with an item edited part-way: the incremental intake's conversation and
+    diagnostics equal a whole parse's, and a session's ids equal a cold assembly's."""
+    from workbench.intake.limits import IntakeLimits as Limits
+    from workbench.intake.next_request import normalize_next
+    req = to_responses(messages)
+    items = req["input"]
+    state = None
+    limits = Limits()
+    session = ASSEMBLERS["qwen2.5"].session()
+    seqs = [items[:n] for n in range(1, len(items) + 1)]
+    if len(items) > cut + 1:
+        changed = list(items)
+        changed[len(items) - 1 - cut] = {"role": "user", "content": edit}
+        seqs.append(changed)
+    for inp in seqs:
+        r = {**req, "input": inp}
+        try:
+            want_conv, want_diags = normalize(r)
+        except RequestError as exc:
+            with pytest.raises(RequestError, match=re.escape(exc.message)):
+                normalize_next(r, state, limits)
+            state = None
+            continue
+        conv, diags, state = normalize_next(r, state, limits)
+        assert conv == want_conv
+        assert sorted(map(repr, diags)) == sorted(map(repr, want_diags))
+        try:
+            cold = ASSEMBLERS["qwen2.5"].assemble(r)
+        except WorkbenchError:
+            continue
+        assert np.array_equal(session.assemble(r).token_ids, cold.token_ids)
+    NEXT["n"] += 1
+
+
+def test_the_next_request_property_reached_its_check():
+    print(f"incremental Responses intake: {NEXT['n']} conversations")
+    assert NEXT["n"] >= 30

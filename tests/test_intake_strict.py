@@ -416,3 +416,16 @@ def test_strict_json_fast_and_slow_walks_agree():
             json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
 
     check()
+
+
+def test_the_legacy_function_call_form_openai_still_accepts_is_read_as_a_tool_call():
+    legacy = {"messages": [USER, {"role": "assistant", "content": None,
+                                  "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+                           {"role": "function", "name": "get_weather", "content": "3 C"}], "tools": [WEATHER]}
+    modern = openai(calls(call("call_1_fn", arguments='{"city": "Oslo"}')), result("call_1_fn", "3 C"))
+    asm = Assembler(template="qwen2.5", cache=None)
+    got, want = asm.assemble(legacy), asm.assemble(modern)
+    assert np.array_equal(got.token_ids, want.token_ids)
+    assert {"legacy_function_call", "legacy_function_role"} <= {d.code for d in got.diagnostics}
+    with pytest.raises(RequestError, match=r"messages\[1\]\.name"):
+        normalize({"messages": [USER, {"role": "function", "content": "3 C"}]})

@@ -22,7 +22,6 @@ from .conversation import Message
 from .diagnostics import Diagnostic, info
 from .tokenizers.base import EMPTY, Chunk, Tokenizer
 
-
 # The kinds of segment a message's own text and parts make (a message with an image part has message
 # segments around an image segment).
 MESSAGE_KINDS = frozenset(("message", "image"))
@@ -62,9 +61,37 @@ class Segment:
         return self.end - self.start
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "role": self.role, "seq": self.seq, "text": self.text,
-                "token_ids": self.token_ids.tolist(), "start": self.start, "end": self.end,
-                "source": self.source}
+        d = {"kind": self.kind, "role": self.role, "seq": self.seq, "text": self.text,
+             "token_ids": self.token_ids.tolist(), "start": self.start, "end": self.end,
+             "source": self.source}
+        if self.media is not None:
+            d["media"] = self.media
+        return d
+
+
+# Content ids stand above every vocabulary (the largest has a few hundred thousand ids).
+CONTENT_ID_BASE = 1 << 31
+
+
+def content_id(digest: str) -> int:
+    """The id that stands for an image's tokens when prompts are compared or cached: derived from the
+    image's digest, above any vocabulary id (SGLang pads image tokens with a hash of the image the
+    same way; vLLM puts the hash into its block hashes)."""
+    return CONTENT_ID_BASE | (int(digest[:8], 16) & (CONTENT_ID_BASE - 1))
+
+
+def content_ids(ids: NDArray[np.uint32], segments: Sequence[Segment]) -> NDArray[np.uint32]:
+    """`ids` with each image segment's tokens replaced by its image's content id: two prompts agree
+    on these exactly where a cache may reuse one for the other. `ids` itself when there is no image."""
+    images = [s for s in segments if s.media is not None and s.end > s.start]
+    if not images:
+        return ids
+    out = ids.copy()
+    for s in images:
+        assert s.media is not None
+        out[s.start:s.end] = content_id(s.media)
+    out.flags.writeable = False
+    return out
 
 
 class SegmentList(Sequence[Segment]):

@@ -125,9 +125,10 @@ def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversatio
     reply = _reply(prev_all, full)
     generated, mismatch = (generate or _generated)(asm, prev, reply)
     tok = asm.tokenizer
-    held = prev.token_ids if not generated else np.concatenate(
-        [prev.token_ids, tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)
-    new = res.token_ids
+    # Images compare by content (their placeholder tokens are the same for any image of one size).
+    held = prev.content_ids() if not generated else np.concatenate(
+        [prev.content_ids(), tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)
+    new = res.content_ids()
     n = min(len(held), len(new))
     # The first token that differs, or the end of this prompt when the engine holds more than it.
     first = first_difference(held, new)

@@ -129,9 +129,12 @@ class TurnPrompt:
     @classmethod
     def from_assembly(cls, result: Any, *, breakpoints: Sequence[int] = (), time_s: float | None = None,
                       output_tokens: int = 0, reply_ids: np.ndarray | None = None) -> TurnPrompt:
-        """From an AssemblyResult: its token ids, and its segment ends as the block boundaries."""
+        """From an AssemblyResult: its token ids (an image's as its content id: another image of the
+        same size must not be a hit, as vLLM's block hashes and SGLang's image pads see to), and its
+        segment ends as the block boundaries."""
         ends = sorted({int(s.end) for s in result.segments if s.end > 0})
-        return cls(result.token_ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids)
+        ids = result.content_ids() if hasattr(result, "content_ids") else result.token_ids
+        return cls(ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ class ImageRule(Protocol):
     def name(self) -> str: ...
     @property
     def replaced(self) -> str: ...          # the string in the template's output the processor replaces
-    def expansion(self, width: int, height: int) -> str: ...
+    def expansion(self, width: int, height: int, *, where: str = ...) -> str: ...
 
 
 class Placed(NamedTuple):
@@ -53,10 +53,7 @@ def image_rule(spec: Any, template_vision: str | None) -> Any:
         spec = template_vision
         if spec is None:
             return None
-    try:   # TEMPORARY while workbench/media/vision.py is being written in this checkout
-        from ..media import vision_rule
-    except ImportError:
-        return None
+    from ..media import vision_rule
     if isinstance(spec, str):
         return vision_rule(spec)
     if isinstance(spec, dict) and isinstance(spec.get("rule"), str):
@@ -106,7 +103,7 @@ def place(rule: ImageRule, conv: Conversation, r: Rendered, escaped: Sequence[tu
     prev = added = 0
     for at, img in zip(found, images):
         assert img.width is not None and img.height is not None   # intake measured it (or assumed a size)
-        rep = rule.expansion(img.width, img.height)
+        rep = rule.expansion(img.width, img.height, where=img.where)
         out.append(text[prev:at])
         out.append(rep)
         placed.append((at + added, at + added + len(rep), img))

@@ -13,7 +13,7 @@ from ..budget import Budget
 from ..cache.keys import CacheKey
 from ..conversation import Conversation
 from ..diagnostics import Diagnostic
-from ..segments import Segment, SegmentList
+from ..segments import Segment, SegmentList, content_ids
 from ..truncation import Dropped
 from ..variables import Binding
 from .kept import KeptWindow
@@ -177,6 +177,26 @@ class AssemblyResult:
     def total_tokens(self) -> int:
         return len(self.ids_source)
 
+    def content_ids(self) -> NDArray[np.uint32]:
+        """The token ids with each image's placeholder tokens replaced by an id of the image's content
+        (workbench/segments.py, content_ids): what caches and prefix comparisons key on, so that
+        another image of the same size is never taken for this one. The token ids when no image."""
+        return content_ids(self.token_ids, self.segments) if self.conversation.media else self.token_ids
+
+    def images(self) -> list[dict[str, Any]]:
+        """Each image in the prompt: where it came from, its size, its tokens and where they are."""
+        parts = {p.digest: (seq, p) for seq, p in self.conversation.media}
+        out = []
+        for s in self.segments:
+            if s.kind != "image" or s.media is None:
+                continue
+            seq, p = parts.get(s.media, (s.seq, None))
+            out.append({"seq": s.seq, "start": s.start, "end": s.end, "tokens": s.end - s.start, "digest": s.media,
+                        "where": p.where if p else None, "width": p.width if p else None,
+                        "height": p.height if p else None, "size_assumed": p.size_assumed if p else False,
+                        "detail": p.detail if p else None})
+        return out
+
     @property
     def reused_segments(self) -> int:
         """Segments taken from the previous result of the session (0 for a cold assembly)."""
@@ -194,6 +214,7 @@ class AssemblyResult:
             "token_ids": self.token_ids.tolist(),
             "total_tokens": self.total_tokens,
             "segments": [s.to_json() for s in self.segments],
+            "images": self.images(),
             "budget": self.budget.to_json(),
             "params": self.conversation.params.to_json(),
             "dropped": [d.to_json() for d in self.dropped],

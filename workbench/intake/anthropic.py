@@ -48,25 +48,27 @@ def _media_block(b: dict[str, Any], *, where: str, index: int, limits: IntakeLim
     if not isinstance(src, dict) or not isinstance(src.get("type"), str):
         raise MediaError("needs a 'source' object with a 'type'", field=f"{where}.source", index=index,
                          hint='use {"type": "base64", "media_type": "image/png", "data": "..."}')
-    kind, common = src["type"], {"limits": limits, "seq": seq, "diags": diags, "index": index}
+    kind = src["type"]
     if b["type"] == "image":
         if kind == "base64":
-            return parts.image_base64(src.get("data"), src.get("media_type"), where=f"{where}.source", **common)
+            return parts.image_base64(src.get("data"), src.get("media_type"), where=f"{where}.source", limits=limits,
+                                      seq=seq, diags=diags, index=index)
         if kind == "url":
             url = src.get("url")
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise MediaError("a url source needs an http(s) 'url'", field=f"{where}.source.url", index=index)
-            return parts.image(url, where=f"{where}.source", detail=None, **common)
+            return parts.image(url, where=f"{where}.source", detail=None, limits=limits, seq=seq, diags=diags,
+                               index=index)
         if kind == "file":
-            return parts.image_file_id(src.get("file_id"), where=f"{where}.source", **common)
+            return parts.image_file_id(src.get("file_id"), where=f"{where}.source", limits=limits, seq=seq,
+                                       diags=diags, index=index)
         raise MediaError(f"unknown image source type {kind!r}", field=f"{where}.source.type", index=index,
                          hint="use base64, url or file")
-    if kind == "base64":
-        return parts.file(data=src.get("data"), filename=b.get("title"), where=f"{where}.source", **common)
-    if kind in ("url", "file"):
-        return parts.file(url=src.get("url") if kind == "url" else None,
+    if kind in ("base64", "url", "file"):
+        return parts.file(data=src.get("data") if kind == "base64" else None,
+                          url=src.get("url") if kind == "url" else None,
                           file_id=src.get("file_id") if kind == "file" else None, filename=b.get("title"),
-                          where=f"{where}.source", **common)
+                          where=f"{where}.source", limits=limits, seq=seq, diags=diags, index=index)
     if kind == "text":   # a plain-text document: its text is what the model reads
         raise MediaError("a text document source is not supported yet; send its text as a text block",
                          field=f"{where}.source", index=index)

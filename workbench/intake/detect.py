@@ -14,6 +14,8 @@ from .openai import parse_openai
 from .responses import is_responses, parse_responses
 
 FORMATS = ("openai", "responses", "anthropic", "workbench")
+# Content blocks only Anthropic's Messages API has (an image or document with a `source` too).
+_ANTHROPIC_BLOCKS = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking"))
 
 
 def detect_format(req: Any) -> str:
@@ -45,8 +47,8 @@ def detect_format(req: Any) -> str:
             if m.get("role") in ("system", "tool", "developer") or "tool_calls" in m or "tool_call_id" in m:
                 return "openai"
             c = m.get("content")
-            if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") in
-                                           ("tool_use", "tool_result", "thinking") for b in c):
+            if isinstance(c, list) and any(isinstance(b, dict) and (b.get("type") in _ANTHROPIC_BLOCKS or (
+                    b.get("type") in ("image", "document") and isinstance(b.get("source"), dict))) for b in c):
                 return "anthropic"
     return "openai"  # plain user/assistant text reads the same in both
 

@@ -8,6 +8,7 @@ there one JSON message is one Message. (Anthropic splits tool_result blocks into
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,6 +20,7 @@ from ..errors import RequestError
 from .detect import detect_format, normalize
 from .limits import IntakeLimits, check_total
 from .openai import parse_openai
+from .responses import ItemParser, parse_responses_resumable
 
 
 @dataclass(frozen=True)
@@ -31,11 +33,19 @@ class IntakeState:
     diagnostics: tuple[Diagnostic, ...]
     chars: int | None = None       # content characters in all messages (for the size cap); None: not counted
     reused: int = 0                # leading messages kept from the previous request (same objects)
+    # A Responses request: for each message, where its items stop and how many must be unchanged for
+    # it to stand (workbench/intake/responses.py, ItemParser). None: a messages request.
+    stops: tuple[int, ...] | None = None
+    needs: tuple[int, ...] | None = None
+    parser: Any = None             # a Responses request: the ItemParser that read it (its call ids)
 
 
 def normalize_next(request: Any, prev: IntakeState | None, limits: IntakeLimits
                    ) -> tuple[Conversation, list[Diagnostic], IntakeState | None]:
     """Like normalize(), reusing what `prev` parsed; also returns the state for the next request."""
+    if isinstance(request, dict) and "messages" not in request and isinstance(request.get("input"), list) \
+            and detect_format(request) == "responses" and not isinstance(request.get("instructions"), list):
+        return _next_responses(request, prev, limits)
     if isinstance(request, Conversation) or not isinstance(request, dict) or \
             not isinstance(request.get("messages"), list) or detect_format(request) == "anthropic":
         conv, diags = normalize(request, limits)
@@ -109,3 +119,41 @@ def _total(prev: IntakeState, k: int, tail: tuple[Message, ...]) -> int:
     if prev.chars is None:
         return size(old[:k]) + size(tail)
     return prev.chars - size(old[k:]) + size(tail)
+
+
+def _next_responses(request: dict[str, Any], prev: IntakeState | None, limits: IntakeLimits
+                    ) -> tuple[Conversation, list[Diagnostic], IntakeState | None]:
+    """A Responses request: the messages whose items are unchanged are kept, the items after them parsed."""
+    raw = request["input"]
+    rest = {k: v for k, v in request.items() if k != "input"}
+    if prev is None or prev.needs is None or prev.stops is None or not same_json(rest, prev.rest):
+        return _responses_whole(request, raw, rest, limits)
+    k = first_difference(prev.raw, raw)
+    j = bisect_right(prev.needs, k)          # messages that stand: their items (and what ended them) unchanged
+    start = prev.stops[j - 1] if j else 0
+    head = prev.conversation.messages[:j]
+    tail_diags: list[Diagnostic] = []
+    p = ItemParser(limits, tail_diags, head, prev.stops[:j], prev.needs[:j], calls=prev.parser.calls_before(j))
+    try:
+        p.feed(raw[start:], start)
+        p.flush(len(raw))
+    except RequestError:
+        return _responses_whole(request, raw, rest, limits)   # the whole parse words the error the same way
+    if not p.out:
+        return _responses_whole(request, raw, rest, limits)
+    messages = tuple(p.out)
+    tail = messages[j:]
+    chars = _total(prev, j, tail)
+    if chars > limits.max_request_bytes:
+        check_total(messages, limits)  # raises, with the size
+    diags = [d for d in prev.diagnostics if d.seq is None or d.seq < j] + tail_diags
+    conv = replace(prev.conversation, messages=messages)
+    return conv, diags, IntakeState(raw, rest, conv, tuple(diags), chars, j, stops=tuple(p.stops),
+                                    needs=tuple(p.needs), parser=p)
+
+
+def _responses_whole(request: dict[str, Any], raw: list[Any], rest: dict[str, Any], limits: IntakeLimits
+                     ) -> tuple[Conversation, list[Diagnostic], IntakeState]:
+    conv, diags, p = parse_responses_resumable(request, limits)
+    return conv, diags, IntakeState(raw, rest, conv, tuple(diags), stops=tuple(p.stops), needs=tuple(p.needs),
+                                    parser=p)

@@ -73,7 +73,6 @@ def media_part(part: dict[str, Any], *, where: str, index: int, limits: IntakeLi
                container: str) -> MediaPart:
     """One non-text part of a Chat Completions or Responses message."""
     kind, seq = part["type"], index
-    common = {"where": where, "limits": limits, "seq": seq, "diags": diags, "index": index, "container": container}
     if kind == "image_url":       # Chat Completions: {"image_url": {"url": ..., "detail": ...}}
         spec = part.get("image_url")
         if isinstance(spec, str):
@@ -92,24 +91,28 @@ def media_part(part: dict[str, Any], *, where: str, index: int, limits: IntakeLi
             return parts_mod.image(url, where=where, detail=part.get("detail"), limits=limits, seq=seq,
                                    diags=diags, index=index, container=container)
         if part.get("file_id") is not None:
-            return parts_mod.image_file_id(part["file_id"], **common)
+            return parts_mod.image_file_id(part["file_id"], where=where, limits=limits, seq=seq, diags=diags,
+                                           index=index, container=container)
         raise MediaError("input_image needs image_url or file_id", field=where, index=index, container=container)
     if kind == "input_audio":     # {"input_audio": {"data": base64, "format": "wav"}}
         spec = part.get("input_audio")
         if not isinstance(spec, dict):
             raise MediaError("input_audio needs an object with 'data' and 'format'", field=f"{where}.input_audio",
                              index=index, container=container)
-        return parts_mod.audio(spec.get("data"), spec.get("format"), **{**common, "where": f"{where}.input_audio"})
+        return parts_mod.audio(spec.get("data"), spec.get("format"), where=f"{where}.input_audio", limits=limits,
+                               seq=seq, diags=diags, index=index, container=container)
     if kind == "file":            # Chat Completions: {"file": {"file_data" | "file_id", "filename"}}
         spec = part.get("file")
         if not isinstance(spec, dict):
             raise MediaError("file needs an object with file_data or file_id", field=f"{where}.file", index=index,
                              container=container)
         return parts_mod.file(data=spec.get("file_data"), file_id=spec.get("file_id"), filename=spec.get("filename"),
-                              **{**common, "where": f"{where}.file"})
+                              where=f"{where}.file", limits=limits, seq=seq, diags=diags, index=index,
+                              container=container)
     if kind == "input_file":      # Responses: {"file_data" | "file_id" | "file_url", "filename"}
         return parts_mod.file(data=part.get("file_data"), file_id=part.get("file_id"), url=part.get("file_url"),
-                              filename=part.get("filename"), **common)
+                              filename=part.get("filename"), where=where, limits=limits, seq=seq, diags=diags,
+                              index=index, container=container)
     raise RequestError(f"unknown content part type {kind!r}", field=f"{where}.type", index=index, container=container,
                        hint="use text, image_url, input_audio or file (Chat Completions); input_text, input_image "
                             "or input_file (Responses)")
@@ -240,6 +243,7 @@ def parse_openai(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()) -> 
     out: list[Message] = []
     cap = limits.max_message_bytes
     open_calls: dict[str, tuple[int, int]] = {}   # call id -> where the call waiting for its result is
+    legacy: dict[str, str] = {}                    # function name -> id given to its open legacy function_call
     for i, m in enumerate(msgs):
         # Fast path for the common shape {"role": ..., "content": "..."}: same checks, fewer calls. Its
         # only strings are a known role and the content, which check_text checks (surrogates, size).
@@ -258,8 +262,14 @@ def parse_openai(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()) -> 
             diags.append(info("developer_as_system", "role 'developer' is treated as 'system'", i))
             role = "system"
         elif role == "function":
-            raise RequestError("the legacy 'function' role is not supported", field="role", index=i,
-                               hint="send tool results as role 'tool' with a tool_call_id")
+            # The legacy form OpenAI still accepts: a function result answers the latest call of its name.
+            role = "tool"
+            fname = m.get("name")
+            if not isinstance(fname, str) or not fname:
+                raise RequestError("a 'function' message needs the 'name' of the function it answers", field="name",
+                                   index=i)
+            m = {**m, "tool_call_id": legacy.pop(fname, f"call_{i}_fn"), "name": fname}
+            diags.append(info("legacy_function_role", "role 'function' is read as a tool result", i))
         if role not in ROLES:
             raise RequestError(f"unknown role {role!r}", field="role", index=i,
                                hint=f"use one of {', '.join(ROLES)}")
@@ -277,6 +287,17 @@ def parse_openai(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()) -> 
                                for j, tc in enumerate(m["tool_calls"]))
             for j, call in enumerate(tool_calls):
                 check_open_call(call, open_calls, index=i, j=j, field="tool_calls")
+        elif m.get("function_call") is not None:
+            # The legacy single call (before tool_calls): one call, answered by a 'function' message.
+            fc = m["function_call"]
+            if role != "assistant" or not isinstance(fc, dict):
+                raise RequestError("function_call must be an object on an assistant message", field="function_call",
+                                   index=i)
+            call = parse_tool_call({"id": f"call_{i}_fn", "type": "function", "function": fc}, index=i, j=0,
+                                   limits=limits, diags=diags, field="function_call")
+            legacy[call.name] = call.id
+            tool_calls = (call,)
+            diags.append(info("legacy_function_call", "function_call is read as a tool call", i))
         tool_call_id = None
         if role == "tool":
             tool_call_id = m.get("tool_call_id")

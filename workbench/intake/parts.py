@@ -12,41 +12,15 @@ which assumption.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from ..conversation import MediaPart
-from ..diagnostics import Diagnostic, info, warning
+from ..diagnostics import Diagnostic, warning
 from ..errors import MediaError
-
-
-# TEMPORARY (until workbench/media lands in this checkout): the media functions are looked up on use.
-def parse_data_url(url: str, *, max_bytes: int, where: str) -> tuple[str | None, bytes]:
-    from ..media import parse_data_url as f
-    return f(url, max_bytes=max_bytes, where=where)  # type: ignore[no-any-return]
-
-
-def decode_base64(text: str, *, max_bytes: int, where: str) -> bytes:
-    from ..media import decode_base64 as f
-    return f(text, max_bytes=max_bytes, where=where)  # type: ignore[no-any-return]
-
-
-def media_digest(raw: bytes) -> str:
-    from ..media import media_digest as f
-    return f(raw)  # type: ignore[no-any-return]
-
-
-def read_image_header(raw: bytes, *, where: str) -> Any:
-    from ..media import read_image_header as f
-    return f(raw, where=where)
+from ..media import decode_base64, media_digest, parse_data_url, read_image_bytes, url_digest
 from .limits import IntakeLimits
 
 _DETAILS = ("low", "high", "auto", "original")
-
-
-def _url_digest(url: str) -> str:
-    # Only the URL is known: the same URL is the same part (a changed image behind it is not seen).
-    return hashlib.sha256(("url\x00" + url).encode("utf-8")).hexdigest()
 
 
 def _str(value: Any, where: str, what: str, index: int | None, container: str) -> str:
@@ -72,7 +46,7 @@ def image(url: str, *, where: str, detail: Any, limits: IntakeLimits, seq: int |
                              f"{path}: an image given by URL is not fetched (the workbench stays offline); "
                              f"it is counted as {w}×{h} pixels (set IntakeLimits.url_image_width/height, or "
                              "send it as a data URL to count its real size)", seq))
-        return MediaPart("image", _url_digest(url), path, width=w, height=h, detail=detail, source="url",
+        return MediaPart("image", url_digest(url), path, width=w, height=h, detail=detail, source="url",
                          size_assumed=True)
     raise MediaError("an image URL must be a data: URL or an http(s) URL",
                      field=where, index=index, container=container,
@@ -98,20 +72,22 @@ def image_file_id(file_id: Any, *, where: str, limits: IntakeLimits, seq: int | 
     diags.append(warning("image_size_assumed",
                          f"{path}: an image given by file id ({fid}) is stored on the provider's servers; it is "
                          f"counted as {w}×{h} pixels (send it inline as base64 to count its real size)", seq))
-    return MediaPart("image", _url_digest("file:" + fid), path, width=w, height=h, source="file_id",
+    return MediaPart("image", url_digest("file:" + fid), path, width=w, height=h, source="file_id",
                      size_assumed=True)
 
 
 def _measured(raw: bytes, mime: str | None, *, where: str, detail: Any, seq: int | None,
               diags: list[Diagnostic]) -> MediaPart:
-    header = read_image_header(raw, where=where)
-    declared = (mime or "").lower().removeprefix("image/").replace("jpg", "jpeg")
-    if declared and declared != header.format:
+    """Bytes that must be an image: its header read (never its pixels), its size as the processors
+    see it (after the EXIF orientation, as transformers' load_image and vLLM turn the image)."""
+    img = read_image_bytes(raw, where=where, declared_mime=mime)
+    if img.mime_mismatch:
         diags.append(warning("media_type_mismatch",
-                             f"{where}: declared {mime!r} but the bytes are {header.format.upper()}; counted as "
-                             f"{header.format.upper()} (fix the media type the client sends)", seq))
-    return MediaPart("image", media_digest(raw), where, mime=f"image/{header.format}", width=header.width,
-                     height=header.height, byte_size=len(raw), detail=detail)
+                             f"{where}: declared {img.declared_mime!r} but the bytes are {img.mime}; counted as "
+                             f"{img.mime} (fix the media type the client sends)", seq))
+    width, height = img.header.display_size
+    return MediaPart("image", img.digest, where, mime=img.mime, width=width, height=height, byte_size=img.byte_size,
+                     detail=detail)
 
 
 def audio(data: Any, fmt: Any, *, where: str, limits: IntakeLimits, seq: int | None, diags: list[Diagnostic],
@@ -152,16 +128,8 @@ def file(*, data: Any = None, file_id: Any = None, url: Any = None, filename: An
     diags.append(warning("media_not_counted",
                          f"{path}: a file given by {'id' if file_id is not None else 'URL'} is not fetched: its "
                          "tokens are not counted", seq))
-    return MediaPart("file", _url_digest("file:" + ref), path, source="file_id" if file_id is not None else "url",
+    return MediaPart("file", url_digest("file:" + ref), path, source="file_id" if file_id is not None else "url",
                      name=name)
-
-
-def noted(parts: list[Any], seq: int | None, diags: list[Diagnostic]) -> None:
-    """An info diagnostic listing the media a message carries (the views name them)."""
-    media = [p for p in parts if isinstance(p, MediaPart)]
-    if media:
-        kinds = ", ".join(f"{p.kind} {p.width}×{p.height}" if p.width else p.kind for p in media)
-        diags.append(info("media_parts", f"{len(media)} media part(s): {kinds}", seq))
 
 
 def _path(container: str, index: int | None, where: str) -> str:

@@ -86,91 +86,161 @@ class _Turn:
                        parts=tuple(self.parts) if media else ())
 
 
+class ItemParser:
+    """Input items -> messages, in order; resumable, so a session's next request parses only what
+    is new (workbench/intake/next_request.py). For message j: `stops[j]`, the index of the item after
+    its own; `needs[j]`, how many leading items must be unchanged for it to stand — its own, and for a
+    model turn also the item that ended it (a changed one might have continued the turn)."""
+
+    def __init__(self, limits: IntakeLimits, diags: list[Diagnostic],
+                 head: tuple[Message, ...] = (), stops: tuple[int, ...] = (), needs: tuple[int, ...] = (),
+                 calls: tuple[dict[str, int], set[str]] | None = None) -> None:
+        """`head`: messages already parsed (with their stops and needs); `calls`: the open and the
+        answered call ids after them, when known (else worked out from `head`)."""
+        self.limits, self.diags = limits, diags
+        self.out: list[Message] = list(head)
+        self.stops: list[int] = list(stops)
+        self.needs: list[int] = list(needs)
+        self.turn: _Turn | None = None
+        # call_id -> input index of the call that waits for its output (-1: index not known); answered ids
+        self.open_calls: dict[str, int] = {}
+        self.answered: set[str] = set()
+        if calls is not None:
+            self.open_calls, self.answered = calls
+            return
+        for m in head:
+            for c in m.tool_calls:
+                self.open_calls[c.id] = -1
+            if m.tool_call_id is not None and self.open_calls.pop(m.tool_call_id, None) is not None:
+                self.answered.add(m.tool_call_id)
+
+    def calls_before(self, j: int) -> tuple[dict[str, int], set[str]]:
+        """The open and answered call ids as they were after message j-1: undoes messages j.. (O(those))."""
+        made = {c.id for m in self.out[j:] for c in m.tool_calls}
+        answers = {m.tool_call_id for m in self.out[j:] if m.tool_call_id is not None}
+        open_ = {i: k for i, k in self.open_calls.items() if i not in made}
+        for a in answers - made:
+            open_[a] = -1    # a call of the head, answered after j: open at j
+        return open_, self.answered - made - answers
+
+    def flush(self, end: int) -> None:
+        """The model turn being gathered is complete: item `end` is not part of it."""
+        if self.turn is not None:
+            self.out.append(self.turn.message(len(self.out)))
+            self.stops.append(end)
+            self.needs.append(end + 1)
+            self.turn = None
+
+    def _own(self, k: int) -> None:
+        self.stops.append(k + 1)
+        self.needs.append(k + 1)
+
+    def feed(self, items: list[Any], start: int = 0) -> None:
+        """Parse `items`, the first of them being input[start]."""
+        limits, diags = self.limits, self.diags
+        for k, item in enumerate(items, start):
+            if not isinstance(item, dict):
+                raise RequestError(f"an input item must be an object, got {type(item).__name__}", index=k,
+                                   container=C)
+            check_json(item, field=None, index=k, limits=limits, depth=MESSAGE_DEPTH)
+            kind = item.get("type", "message")
+            if not isinstance(kind, str):
+                raise RequestError("'type' must be a string", field="type", index=k, container=C)
+            seq = len(self.out)
+            if kind == "message" and item.get("role") == "assistant":
+                if self.turn is not None and (self.turn.has_message or self.turn.calls):
+                    self.flush(k)
+                self.turn = self.turn or _Turn(k)
+                _assistant_content(item, k, self.turn, limits, diags, seq)
+            elif kind == "message":
+                self.flush(k)
+                self.out.append(_message(item, k, len(self.out), limits, diags))
+                self._own(k)
+            elif kind == "reasoning":
+                if self.turn is not None and (self.turn.reasoning or self.turn.has_message or self.turn.calls):
+                    self.flush(k)
+                self.turn = self.turn or _Turn(k)
+                _reasoning(item, k, self.turn, limits, diags, len(self.out))
+            elif kind in ("function_call", "custom_tool_call"):
+                self.turn = self.turn or _Turn(k)
+                call = _call(item, k, kind, limits, diags, seq)
+                if call.id in self.open_calls or call.id in self.answered:
+                    first = self.open_calls.get(call.id)
+                    by = f"input[{first}]" if first is not None and first >= 0 else "an earlier call"
+                    raise RequestError(f"call_id {call.id!r} is already used by {by}", field="call_id", index=k,
+                                       container=C, hint="give every call its own call_id")
+                self.open_calls[call.id] = k
+                self.turn.calls.append(call)
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                self.flush(k)
+                self.out.append(_output(item, k, len(self.out), self.open_calls, self.answered, limits, diags))
+                self._own(k)
+            elif kind in BUILTIN_ITEMS:
+                raise RequestError(f"a {kind!r} item records {BUILTIN_ITEMS[kind]}, a built-in tool OpenAI runs on "
+                                   "its servers: what it did is in OpenAI's records, not in the request, so the "
+                                   "prompt cannot be rebuilt offline", index=k, container=C,
+                                   hint="replace it with the function_call / function_call_output pair it stands "
+                                        "for, or drop it")
+            elif kind == "item_reference":
+                raise RequestError("an item_reference points at an item stored on OpenAI's servers: the prompt "
+                                   "cannot be rebuilt offline", index=k, container=C, hint="send the item itself")
+            else:
+                raise RequestError(f"unknown input item type {kind!r}", field="type", index=k, container=C,
+                                   hint="input items: message, function_call, function_call_output, reasoning, "
+                                        "custom_tool_call, custom_tool_call_output")
+
+
 def parse_responses(req: dict[str, Any], limits: IntakeLimits = IntakeLimits()
                     ) -> tuple[Conversation, list[Diagnostic]]:
+    conv, diags, _ = parse_responses_resumable(req, limits)
+    return conv, diags
+
+
+def parse_responses_resumable(req: dict[str, Any], limits: IntakeLimits
+                              ) -> tuple[Conversation, list[Diagnostic], ItemParser]:
+    """parse_responses, and the parser (where each message's items end: for the next request of a session)."""
     diags: list[Diagnostic] = []
+    check_state_fields(req)
+    items = _items(req)
+    check_request_fields({k: v for k, v in req.items() if k != "input"}, limits)
+    head, items = instructions_message(req, items, limits)
+    p = ItemParser(limits, diags, head, (0,) * len(head), (0,) * len(head))
+    p.feed(items)
+    p.flush(len(items))
+    if not p.out:
+        raise RequestError("no input: a request needs at least one item", field="input", hint="add the user's message")
+    check_total(p.out, limits)
+    return conversation(req, tuple(p.out), limits, diags), diags, p
+
+
+def check_state_fields(req: dict[str, Any]) -> None:
     for key, why in _STATE_FIELDS.items():
         if req.get(key) is not None:
             raise RequestError(f"{why}: the prompt cannot be rebuilt offline", field=key,
                                hint="send the whole conversation in 'input', or load a session file or log that "
                                     "holds the earlier response (its chain is resolved from there)")
-    items = _items(req)
-    check_request_fields({k: v for k, v in req.items() if k != "input"}, limits)
-    out: list[Message] = []
+
+
+def instructions_message(req: dict[str, Any], items: list[Any], limits: IntakeLimits
+                         ) -> tuple[tuple[Message, ...], list[Any]]:
+    """The instructions as the first message (a string), or as items before the input (a list)."""
     instructions = req.get("instructions")
-    if instructions is not None:
-        if isinstance(instructions, str):
-            out.append(Message("system", check_text(instructions, field="instructions", index=None, limits=limits),
-                               0))
-        elif isinstance(instructions, list):
-            items = [*instructions, *items]   # instructions as input items (messages) come first
-        else:
-            raise RequestError(f"must be a string or a list of input items, got {type(instructions).__name__}",
-                               field="instructions")
-    turn: _Turn | None = None
-    open_calls: dict[str, int] = {}       # call_id -> input index of the call that waits for its output
-    answered: set[str] = set()
+    if instructions is None:
+        return (), items
+    if isinstance(instructions, str):
+        return (Message("system", check_text(instructions, field="instructions", index=None, limits=limits), 0),), \
+            items
+    if isinstance(instructions, list):
+        return (), [*instructions, *items]
+    raise RequestError(f"must be a string or a list of input items, got {type(instructions).__name__}",
+                       field="instructions")
 
-    def flush() -> None:
-        nonlocal turn
-        if turn is not None:
-            out.append(turn.message(len(out)))
-            turn = None
 
-    for k, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise RequestError(f"an input item must be an object, got {type(item).__name__}", index=k, container=C)
-        check_json(item, field=None, index=k, limits=limits, depth=MESSAGE_DEPTH)
-        kind = item.get("type", "message")
-        if not isinstance(kind, str):
-            raise RequestError("'type' must be a string", field="type", index=k, container=C)
-        if kind == "message" and item.get("role") == "assistant":
-            if turn is not None and (turn.has_message or turn.calls):
-                flush()
-            turn = turn or _Turn(k)
-            _assistant_content(item, k, turn, limits, diags, len(out))
-        elif kind == "message":
-            flush()
-            out.append(_message(item, k, len(out), limits, diags))
-        elif kind == "reasoning":
-            if turn is not None and (turn.reasoning or turn.has_message or turn.calls):
-                flush()
-            turn = turn or _Turn(k)
-            _reasoning(item, k, turn, limits, diags, len(out))
-        elif kind in ("function_call", "custom_tool_call"):
-            turn = turn or _Turn(k)
-            call = _call(item, k, kind, limits, diags, len(out))
-            if call.id in open_calls or call.id in answered:
-                first = open_calls.get(call.id)
-                raise RequestError(f"call_id {call.id!r} is already used by "
-                                   f"{f'input[{first}]' if first is not None else 'an earlier call'}",
-                                   field="call_id", index=k, container=C, hint="give every call its own call_id")
-            open_calls[call.id] = k
-            turn.calls.append(call)
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            flush()
-            out.append(_output(item, k, len(out), open_calls, answered, limits, diags))
-        elif kind in BUILTIN_ITEMS:
-            raise RequestError(f"a {kind!r} item records {BUILTIN_ITEMS[kind]}, a built-in tool OpenAI runs on its "
-                               "servers: what it did is in OpenAI's records, not in the request, so the prompt "
-                               "cannot be rebuilt offline", index=k, container=C,
-                               hint="replace it with the function_call / function_call_output pair it stands for, "
-                                    "or drop it")
-        elif kind == "item_reference":
-            raise RequestError("an item_reference points at an item stored on OpenAI's servers: the prompt cannot "
-                               "be rebuilt offline", index=k, container=C, hint="send the item itself")
-        else:
-            raise RequestError(f"unknown input item type {kind!r}", field="type", index=k, container=C,
-                               hint="input items: message, function_call, function_call_output, reasoning, "
-                                    "custom_tool_call, custom_tool_call_output")
-    flush()
-    if not out:
-        raise RequestError("no input: a request needs at least one item", field="input", hint="add the user's message")
-    check_total(out, limits)
-    conv = Conversation(messages=tuple(out), tools=parse_tools(_tools(req.get("tools"), diags), limits),
+def conversation(req: dict[str, Any], messages: tuple[Message, ...], limits: IntakeLimits,
+                 diags: list[Diagnostic]) -> Conversation:
+    return Conversation(messages=messages, tools=parse_tools(_tools(req.get("tools"), diags), limits),
                         params=parse_params(chat_params(req), "openai"), source_format="responses",
                         variables=parse_request_variables(req))
-    return conv, diags
 
 
 def _items(req: dict[str, Any]) -> list[Any]:
