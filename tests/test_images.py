@@ -281,3 +281,33 @@ def test_cli_prints_one_error_line_for_a_bad_image(tmp_path, capsys):
     assert main(["render", str(p), "--template", "qwen2.5-vl"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: messages[0].content[0].image_url"), err
+
+
+# --- hosted models: the provider's published estimate, labelled ---------------------------------------
+def test_hosted_models_count_images_by_the_providers_published_estimate():
+    req = {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {
+        "type": "image_url", "image_url": {"url": data_url(1024, 1024), "detail": "high"}}]}]}
+    gpt = Assembler(model="gpt-4o", cache=None).assemble(req)
+    # OpenAI's worked example: a 1024×1024 image in high detail is 85 + 170 · 4 = 765 tokens.
+    assert gpt.images()[0]["tokens"] == 765 and "published estimate" in gpt.images()[0]["rule"]
+    low = Assembler(model="gpt-4o", cache=None).assemble(
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
+            "url": data_url(1024, 1024), "detail": "low"}}]}]})
+    assert low.images()[0]["tokens"] == 85
+    claude = Assembler(model="claude-sonnet-4-5", cache=None).assemble(req)
+    assert claude.images()[0]["tokens"] == -(-1024 * 1024 // 750)   # Anthropic: ceil(w·h / 750) under its limits
+    no_rule = Assembler(model="gpt-5.4", cache=None).assemble(req)
+    assert {"no_image_estimate", "media_not_rendered"} <= {d.code for d in no_rule.diagnostics}
+
+
+def test_an_exported_bundle_places_images_as_the_workbench_did(tmp_path):
+    from workbench.export.bundle import export_bundle
+    from workbench.export.loader import load_bundle
+    asm = Assembler(model="Qwen/Qwen2.5-VL-7B-Instruct", vision={"rule": "qwen2-vl", "max_pixels": 200_704},
+                    cache=None)
+    req = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Describe"}, cc_image(900, 700)]}]}
+    want = asm.assemble(req)
+    folder = export_bundle(asm, tmp_path / "vl", [("vision.json", [req])])
+    got = load_bundle(folder).assemble(req)
+    assert np.array_equal(got.token_ids, want.token_ids)
+    assert got.images()[0]["tokens"] == want.images()[0]["tokens"] <= 200_704 // 784

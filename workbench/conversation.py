@@ -98,15 +98,19 @@ class Message:
     def media(self) -> tuple[MediaPart, ...]:
         return tuple(p for p in self.parts if isinstance(p, MediaPart)) if self.parts else ()
 
-    def to_template(self, media: bool = False) -> dict[str, Any]:
+    def to_template(self, media: bool | str = False) -> dict[str, Any]:
         """The dict a chat template sees; keys with no value are left out, as transformers does.
-        `media`: the template renders media parts (a vision template): a message with parts gets
-        its content as a list of parts, text as {"type": "text", "text": ...}, as transformers
-        passes it; otherwise the text alone."""
+        `media` True: the template renders media parts (a vision template): a message with parts gets
+        its content as a list of parts, text as {"type": "text", "text": ...}, as transformers passes
+        it. A string: the content is text, that string standing where each image is (joined with
+        newlines, as text parts are). False: the text alone."""
         d: dict[str, Any] = {"role": self.role}
-        if media and self.parts:
+        if media is True and self.parts:
             d["content"] = [{"type": "text", "text": p} if isinstance(p, str) else p.to_template()
                             for p in self.parts]
+        elif media and self.parts:
+            d["content"] = "\n".join(p if isinstance(p, str) else str(media) for p in self.parts
+                                     if isinstance(p, str) or p.kind == "image")
         elif self.content is not None:
             d["content"] = self.content
         if self.tool_calls:
@@ -217,7 +221,7 @@ class Conversation:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [json.loads(t) for t in self.tools]
 
-    def to_template_messages(self, media: bool = False) -> list[dict[str, Any]]:
+    def to_template_messages(self, media: bool | str = False) -> list[dict[str, Any]]:
         return [m.to_template(media) for m in self.messages]
 
     @property

@@ -228,7 +228,7 @@ def _escapes_matter(tokenizer: Tokenizer) -> bool:
 
 
 def guard(conv: Conversation, tokenizer: Tokenizer, policies: InjectionPolicies, avoid: str = "",
-          media: bool = False) -> Guarded | None:
+          media: bool | str = False) -> Guarded | None:
     """Check every field of `conv` a template can render; None when no field holds a special-token string
     (the common case, one regex search). Raises InjectionError where a source's policy is "reject".
     `avoid`: other text the template renders (its source, its arguments) that placeholders must not be."""

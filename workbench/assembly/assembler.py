@@ -39,7 +39,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
-from .media import image_rule
+from .media import image_rule, rule_label
 from .refit import overflowed, refit
 from .result import AssemblyResult
 from .session import Session
@@ -71,6 +71,9 @@ class AssemblerConfig:
     # How image parts become tokens (workbench/assembly/media.py): None, the template's own rule
     # (a vision template's model); a rule name, or {"rule": name, ...options}; False: text only.
     vision: Any = None
+    # A catalog model (workbench/catalog): its template, tokenizer, window and image rule apply where
+    # the configuration does not name its own.
+    model: str | None = None
     # Assembled prompts shared across sessions and processes: a TwoTierCache, None for none, or
     # "auto": an in-process tier, plus Redis when WORKBENCH_REDIS_URL is set (SPEC 7.5).
     cache: Any = "auto"
@@ -95,16 +98,20 @@ class _Request:
 class Assembler:
     """A configured pipeline. `Assembler(template="qwen2.5")` picks the template's own tokenizer."""
 
-    def __init__(self, template: str | ChatTemplate = "chatml", tokenizer: str | Tokenizer | None = None,
+    def __init__(self, template: str | ChatTemplate | None = None, tokenizer: str | Tokenizer | None = None,
                  **options: Any):
-        self.config = AssemblerConfig(template=template, tokenizer=tokenizer, **options)
+        notes: list[Diagnostic] = []
+        if options.get("model") is not None:
+            template, tokenizer = _from_model(options, template, tokenizer, notes)
+        self.config = AssemblerConfig(template=template if template is not None else "chatml", tokenizer=tokenizer,
+                                      **options)
         for opt, allowed in (("injection", POLICIES), ("tool_injection", POLICIES),
                              ("assistant_injection", ASSISTANT_POLICIES)):
             if getattr(self.config, opt) not in allowed:
                 raise WorkbenchError(f"unknown {opt} policy {getattr(self.config, opt)!r}",
                                      hint=f"use one of {', '.join(allowed)}")
         self.template = get_template(self.config.template)
-        self._notes: list[Diagnostic] = []
+        self._notes: list[Diagnostic] = notes
         tok = self.config.tokenizer or self.template.tokenizer
         if tok is None:
             tok = FALLBACK_TOKENIZER
@@ -127,7 +134,7 @@ class Assembler:
                                    "injection", "tool_injection", "assistant_injection", "vision")}
         self.context = BuildContext.of(self.template, self.tokenizer, template_kwargs=c.template_kwargs,
                                        injection=policies_of(c), render_limits=c.render_limits, other=other,
-                                       vision=image_rule(c.vision, self.template.vision))
+                                       vision=image_rule(c.vision, self.template.vision, self.tokenizer))
 
     # ------------------------------------------------------------------ stages
     def normalize(self, request: Any) -> tuple[Conversation, list[Diagnostic]]:
@@ -271,7 +278,7 @@ class Assembler:
             budget=bud, dropped=outcome.dropped, cache_key=key, diagnostics=tuple(self._notes + diags),
             timings_ms=timings, conversation=conv, cache_hits=_hits(built), escaped=tuple(sorted(built.escaped)),
             variables=tuple(req.bindings), prefix_chain=chain, render_diagnostics=built.diags,
-            context=req.ctx.fingerprint, kept=outcome.window)
+            context=req.ctx.fingerprint, kept=outcome.window, image_rule=rule_label(req.ctx.vision))
         self.metrics.record(result)
         if self.cache is not None and not req.bindings and not outcome.dropped and not built.escaped and \
                 not built.stored and (not built.reused or self.cache.redis_enabled):
@@ -287,6 +294,30 @@ class Assembler:
 
     def session(self, keep: int = 16) -> Session:
         return Session(self, keep)
+
+
+def _from_model(options: dict[str, Any], template: Any, tokenizer: Any, notes: list[Diagnostic]) -> tuple[Any, Any]:
+    """A catalog model's settings, each where the caller gave none (`options` is filled in)."""
+    from ..catalog import lookup
+    from ..media import openai_estimate
+    entry = lookup(options["model"])
+    if options.get("context_window") is None:
+        options["context_window"] = entry.context_window
+    if "vision" not in options:
+        vision: Any = False
+        if entry.vision == "openai":
+            model = entry.price_model or entry.id.split("/")[-1]
+            try:
+                openai_estimate(model)
+                vision = {"rule": "openai", "model": model}
+            except WorkbenchError:
+                notes.append(warning("no_image_estimate", f"OpenAI publishes no image token estimate for {model!r}: "
+                                     "images are not counted (docs/media.md)"))
+        elif entry.vision is not None:
+            vision = {"rule": entry.vision, **entry.vision_options}
+        options["vision"] = vision
+    return (template if template is not None else entry.template,
+            tokenizer if tokenizer is not None else entry.tokenizer)
 
 
 def _cache(cache: Any) -> TwoTierCache | None:

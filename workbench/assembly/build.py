@@ -24,7 +24,7 @@ from ..segments import MESSAGE_KINDS, PendingEncode, Segment, Span, layout, move
 from ..templates import Rendered, render
 from .built import Built
 from .context import BuildContext
-from .media import place, split_spans, unrendered
+from .media import place, split_spans, template_media, unrendered
 
 
 class Rendering(NamedTuple):
@@ -97,7 +97,7 @@ def render_spans(ctx: BuildContext, conv: Conversation, add_generation_prompt: b
 
 def fields_guard(ctx: BuildContext, conv: Conversation) -> Guarded | None:
     """Special-token strings in the fields of `conv`, by source policy (raises where it is "reject")."""
-    return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid, media=ctx.vision is not None)
+    return guard(conv, ctx.tokenizer, ctx.injection, ctx.avoid, media=template_media(ctx.vision))
 
 
 def _inputs(ctx: BuildContext, conv: Conversation, g: Guarded | None
@@ -106,7 +106,7 @@ def _inputs(ctx: BuildContext, conv: Conversation, g: Guarded | None
     and tools, escaped strings as placeholders."""
     if g is not None:
         return g.messages, g.tools
-    return conv.to_template_messages(ctx.vision is not None), conv.tool_schemas() or None
+    return conv.to_template_messages(template_media(ctx.vision)), conv.tool_schemas() or None
 
 
 def _render_once(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, g: Guarded | None,

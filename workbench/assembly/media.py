@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, Protocol
 
 from ..conversation import Conversation, MediaPart
@@ -43,23 +44,107 @@ class Placed(NamedTuple):
     images: list[tuple[int, int, MediaPart]]   # (start, end) in the new text, and the image there
 
 
-def image_rule(spec: Any, template_vision: str | None) -> Any:
+@dataclass(frozen=True)
+class HostedImages:
+    """A hosted model's images (OpenAI, Anthropic): each counted by the provider's published estimate
+    (workbench/media/hosted.py), in the prompt as that many copies of a stand-in token — a special
+    token of the tokenizer that no template writes — where the image is among the message's text.
+    The tokens are an estimate of the count, not the provider's ids (its tokenizer and its image
+    encoding are not public): `images()` and the views label them so."""
+
+    name: str            # openai:<model> | anthropic
+    standin: str         # the special token each image's run is made of
+    estimate: Any        # an OpenAITileEstimate, OpenAIPatchEstimate or AnthropicEstimate
+
+    @property
+    def replaced(self) -> str:
+        return self.standin
+
+    def tokens_of(self, img: MediaPart) -> int:
+        assert img.width is not None and img.height is not None
+        if self.name.startswith("openai"):
+            return int(self.estimate.tokens(img.width, img.height, detail=img.detail or "auto", where=img.where))
+        return int(self.estimate.tokens(img.width, img.height, where=img.where))
+
+    def expansion(self, width: int, height: int, *, where: str = "image") -> str:
+        return self.standin * self.tokens_of(MediaPart("image", "", where, width=width, height=height))
+
+
+def image_rule(spec: Any, template_vision: str | None, tokenizer: Any = None) -> Any:
     """The rule a configuration asks for: `spec` None takes the template's own (none for a text-only
     template), False none at all, a name that rule with its defaults, a mapping {"rule": name, ...}
-    that rule with those options."""
+    that rule with those options. The hosted estimates: "anthropic", and "openai" with the model
+    ({"rule": "openai", "model": "gpt-4o"}), need the tokenizer for their stand-in token."""
     if spec is False:
         return None
     if spec is None:
         spec = template_vision
         if spec is None:
             return None
+    name, options = (spec, {}) if isinstance(spec, str) else \
+        (spec.get("rule"), {k: v for k, v in spec.items() if k != "rule"}) if isinstance(spec, dict) else (None, {})
+    if not isinstance(name, str):
+        raise WorkbenchError(f"vision must be a rule name or {{'rule': name, ...options}}, got {spec!r}",
+                             hint="e.g. vision='qwen2-vl' or {'rule': 'qwen2-vl', 'max_pixels': 1003520}")
+    if name in ("openai", "anthropic"):
+        return _hosted(name, options, tokenizer)
     from ..media import vision_rule
-    if isinstance(spec, str):
-        return vision_rule(spec)
-    if isinstance(spec, dict) and isinstance(spec.get("rule"), str):
-        return vision_rule(spec["rule"], **{k: v for k, v in spec.items() if k != "rule"})
-    raise WorkbenchError(f"vision must be a rule name or {{'rule': name, ...options}}, got {spec!r}",
-                         hint="e.g. vision='qwen2-vl' or {'rule': 'qwen2-vl', 'max_pixels': 1003520}")
+    return vision_rule(name, **options)
+
+
+def _hosted(name: str, options: dict[str, Any], tokenizer: Any) -> HostedImages:
+    from ..media import ANTHROPIC_ESTIMATE, openai_estimate
+    standin = _standin(tokenizer)
+    if name == "anthropic":
+        if options:
+            raise WorkbenchError(f"the anthropic image estimate takes no options, got {sorted(options)}")
+        return HostedImages("anthropic", standin, ANTHROPIC_ESTIMATE)
+    model = options.get("model")
+    if not isinstance(model, str) or set(options) != {"model"}:
+        raise WorkbenchError("the openai image estimate needs the model: {'rule': 'openai', 'model': 'gpt-4o'}")
+    return HostedImages(f"openai:{model}", standin, openai_estimate(model))
+
+
+def _standin(tokenizer: Any) -> str:
+    specials = getattr(tokenizer, "specials", {}) or {}
+    if "<|image_pad|>" in specials:
+        return "<|image_pad|>"
+    reserved = sorted((v, k) for k, v in specials.items() if k.startswith("<|reserved_"))
+    if reserved:
+        return str(reserved[0][1])
+    raise WorkbenchError(f"tokenizer {getattr(tokenizer, 'name', '?')!r} has no spare special token to stand for "
+                         "an image's tokens", hint="use a tokenizer with one (qwen2.5, gpt-oss), or vision=False")
+
+
+def rule_spec(rule: Any) -> dict[str, Any] | None:
+    """The configuration value that builds `rule` again (export bundles carry it)."""
+    if rule is None:
+        return None
+    if isinstance(rule, HostedImages):
+        return {"rule": "anthropic"} if rule.name == "anthropic" else {"rule": "openai",
+                                                                       "model": rule.name.split(":", 1)[1]}
+    from ..media import VISION_RULES
+    preset = VISION_RULES[rule.name]
+    return {"rule": rule.name, **{f.name: getattr(rule, f.name) for f in fields(rule)
+                                  if f.name != "name" and getattr(rule, f.name) != getattr(preset, f.name)}}
+
+
+def rule_label(rule: Any) -> str | None:
+    """How the prompt's images were counted, for views and JSON: the rule's name, and for a hosted
+    model that it is the provider's published estimate."""
+    if rule is None:
+        return None
+    if isinstance(rule, HostedImages):
+        return f"{rule.name} (the provider's published estimate; stand-in token {rule.standin})"
+    return str(rule.name)
+
+
+def template_media(rule: Any) -> bool | str:
+    """What the template is given for a message's media parts: nothing (False: text only), the parts
+    (True: a vision template places them), or the text with a stand-in token where each image is."""
+    if rule is None:
+        return False
+    return rule.standin if isinstance(rule, HostedImages) else True
 
 
 def unrendered(conv: Conversation, template: str) -> list[Diagnostic]:
@@ -103,7 +188,8 @@ def place(rule: ImageRule, conv: Conversation, r: Rendered, escaped: Sequence[tu
     prev = added = 0
     for at, img in zip(found, images):
         assert img.width is not None and img.height is not None   # intake measured it (or assumed a size)
-        rep = rule.expansion(img.width, img.height, where=img.where)
+        rep = rule.standin * rule.tokens_of(img) if isinstance(rule, HostedImages) else \
+            rule.expansion(img.width, img.height, where=img.where)
         out.append(text[prev:at])
         out.append(rep)
         placed.append((at + added, at + added + len(rep), img))

@@ -153,6 +153,8 @@ class AssemblyResult:
     # A truncated result: where its kept window starts and why no fewer drops fit, for the next
     # request of the session (workbench/assembly/refit.py).
     kept: KeptWindow | None = None
+    # How the images were counted (workbench/assembly/media.py, rule_label); None: no image rule.
+    image_rule: str | None = None
 
     @property
     def text(self) -> str:
@@ -192,6 +194,7 @@ class AssemblyResult:
                 continue
             seq, p = parts.get(s.media, (s.seq, None))
             out.append({"seq": s.seq, "start": s.start, "end": s.end, "tokens": s.end - s.start, "digest": s.media,
+                        "rule": self.image_rule,
                         "where": p.where if p else None, "width": p.width if p else None,
                         "height": p.height if p else None, "size_assumed": p.size_assumed if p else False,
                         "detail": p.detail if p else None})

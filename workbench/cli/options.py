@@ -166,7 +166,7 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
                     tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
                                                 cut=args.cut, strategy=args.truncation, low_water=args.low_water),
-                    cache=cache, **options)
+                    cache=cache, model=entry.id if entry is not None else None, **options)
 
     def prepare(request: dict[str, Any]) -> dict[str, Any]:
         if not request_vars:

@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import __version__
 from ..assembly import AUTO_CACHE_BYTES, Assembler
+from ..assembly.media import rule_spec
 from ..cache.store import ENV_REDIS_URL
 from ..errors import WorkbenchError
 from . import safe_yaml
@@ -84,7 +85,10 @@ def config_of(asm: Assembler, *, redis_env: str = ENV_REDIS_URL, redis_required:
         "policies": {"injection": c.injection, "tool_injection": c.tool_injection,
                      "assistant_injection": c.assistant_injection, "cleaning": _plain(c.cleaning),
                      "intake": _plain(c.intake),
-                     "render_limits": _plain(c.render_limits), "template_kwargs": _plain(c.template_kwargs)},
+                     "render_limits": _plain(c.render_limits), "template_kwargs": _plain(c.template_kwargs),
+                     # How images become tokens (None: text only): the exported template is a file,
+                     # which carries no image rule of its own.
+                     "vision": rule_spec(asm.context.vision)},
         "budget": {"context_window": c.context_window, "reserve": c.reserve, "truncation": _plain(c.truncation)},
         "variables": {"constants": _plain(dict(v.constants)), "builtins": v.builtins,
                       "declarations": {k: _plain(s) for k, s in v.declarations.items()},

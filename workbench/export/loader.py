@@ -164,6 +164,7 @@ def load(folder: str | Path, *, strict: bool = True, cache: Any = "config", seal
                         intake=build(IntakeLimits, p["intake"], "policies.intake"),
                         render_limits=build(RenderLimits, p["render_limits"], "policies.render_limits"),
                         template_kwargs=dict(p.get("template_kwargs") or {}),
+                        vision=p.get("vision") or False,
                         context_window=b.get("context_window"), reserve=b.get("reserve"),
                         truncation=build(TruncationPolicy, b["truncation"], "budget.truncation"),
                         variables=variables, cache=cache)
