@@ -311,3 +311,35 @@ def test_an_exported_bundle_places_images_as_the_workbench_did(tmp_path):
     got = load_bundle(folder).assemble(req)
     assert np.array_equal(got.token_ids, want.token_ids)
     assert got.images()[0]["tokens"] == want.images()[0]["tokens"] <= 200_704 // 784
+
+
+def test_mistral_small_31_places_its_image_rows_where_the_image_part_is():
+    from workbench.media import vision_rule
+    from workbench.media.vision import run_length
+    asm = Assembler(model="mistralai/Mistral-Small-3.1-24B-Instruct-2503", cache=None)
+    r = asm.assemble({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Before"}, cc_image(640, 480), {"type": "text", "text": "after"}]}]})
+    img = [s for s in r.segments if s.kind == "image"]
+    rule = vision_rule("mistral-small-3.1")
+    assert len(img) == 1 and img[0].end - img[0].start == run_length(rule.runs(640, 480))
+    text = img[0].text
+    rows = text.count("[IMG_BREAK]") + 1            # every row ends with a break, the last with [IMG_END]
+    assert text.endswith("[IMG_END]") and text.count("[IMG_END]") == 1
+    assert text.count("[IMG]") == rule.tokens(640, 480) and rule.tokens(640, 480) % rows == 0
+    assert "Before[IMG]" in r.text and "[IMG_END]after" in r.text
+
+
+def test_the_cli_view_says_what_the_image_is_instead_of_printing_its_tokens(tmp_path, capsys):
+    from workbench.cli.main import main
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"},
+                                                                       cc_image(640, 480)]}]}))
+    assert main(["render", str(p), "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert "── image · seq 0 · 391 tokens" in out
+    assert "[image 640×480 from messages[0].content[1].image_url, counted by qwen2-vl] <|image_pad|>×391" in out
+    assert out.count("<|image_pad|>") == 1
+    assert main(["render", str(p), "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["images"][0]["tokens"] == 391 and d["budget"]["by_kind"]["image"] == 391
+    assert [s["kind"] for s in d["segments"]].count("image") == 1

@@ -380,3 +380,14 @@ def test_property_the_next_request_parses_to_what_a_whole_parse_gives(messages, 
 def test_the_next_request_property_reached_its_check():
     print(f"incremental Responses intake: {NEXT['n']} conversations")
     assert NEXT["n"] >= 30
+
+
+def test_a_bundle_golden_of_a_responses_request_reproduces_its_ids(tmp_path):
+    from workbench.export.bundle import export_bundle
+    from workbench.export.loader import load_bundle
+    asm = Assembler(template="qwen2.5", cache=None)
+    resp = PAIRS[3][1]
+    folder = export_bundle(asm, tmp_path / "b", [("responses.json", [resp])])
+    goldens = list((folder / "goldens").glob("*.json"))
+    assert goldens and any("function_call_output" in p.read_text() for p in goldens)
+    assert np.array_equal(load_bundle(folder).assemble(resp).token_ids, asm.assemble(resp).token_ids)

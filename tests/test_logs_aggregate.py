@@ -339,3 +339,30 @@ def test_lines_the_grouping_shortcut_cannot_read(tmp_path: Path) -> None:
     assert (d["requests"], d["sessions"], d["turns"], d["lost_tokens"], d["bad_lines"]) == (3, 1, 2, 0, 2)
     assert [(x["line"], x["problem"]) for x in d["diagnostics"]] == [
         (2, "not UTF-8 (bad byte at column 1)"), (4, "conversation_id: given more than once, with different values")]
+
+
+def test_responses_logs_resolve_previous_response_id_from_their_own_lines(tmp_path: Path) -> None:
+    """A Responses API client that sends only the new input and names the response it continues: each
+    line logs the response it got, so the log holds the whole conversation. The report equals the
+    same conversation logged as full Chat Completions requests; a chain the log lacks is a bad line."""
+    chained, full = [], []
+    history: list[dict[str, Any]] = []
+    for k, (q, a) in enumerate(zip(QUESTIONS, ANSWERS)):
+        req: dict[str, Any] = {"instructions": SYSTEM, "input": q}
+        if k:
+            req["previous_response_id"] = f"resp_{k}"
+        out = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": a}]}
+        chained.append(json.dumps({"conversation_id": "r", "timestamp": ts(k), "request": req,
+                                   "response": {"id": f"resp_{k + 1}", "output": [out]}}))
+        history.append({"role": "user", "content": q})
+        full.append(line("c", k, None, {"messages": [{"role": "system", "content": SYSTEM}, *history]}))
+        history.append({"role": "assistant", "content": a})
+    (tmp_path / "r.jsonl").write_text("\n".join(chained) + "\n")
+    (tmp_path / "c.jsonl").write_text("\n".join(full) + "\n")
+    got, want = aggregate([tmp_path / "r.jsonl"]).to_json(), aggregate([tmp_path / "c.jsonl"]).to_json()
+    assert got["turns"] == want["turns"] == 4 and got["tokens"] == want["tokens"] > 0
+    assert got["lost_tokens"] == want["lost_tokens"]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(chained[2] + "\n")     # its response resp_2 is not in this log
+    report = aggregate([broken]).to_json()
+    assert report["turns"] == 0 and "previous_response_id" in json.dumps(report)

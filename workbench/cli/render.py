@@ -7,17 +7,19 @@ import argparse
 import codecs
 import json
 import os
+import re
 import sys
 from importlib import resources
 from typing import TextIO
 
 from ..assembly.result import AssemblyResult
+from ..segments import Segment
 from ..sessions import SessionFile, load_session, parse_session
 from .options import build_assembler, catalog_entry, common_options, model_json, projection_option
 from .output import print_json
 
 _RESET = "\x1b[0m"
-_KIND_COLOUR = {"bos": "90", "preamble": "90", "system": "35", "tools": "33", "generation_prompt": "96"}
+_KIND_COLOUR = {"bos": "90", "preamble": "90", "system": "35", "tools": "33", "generation_prompt": "96", "image": "95"}
 _ROLE_COLOUR = {"user": "32", "assistant": "36", "tool": "34", "system": "35"}
 
 
@@ -125,11 +127,17 @@ def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: boo
             out.write("    " + line + "\n")
     out.write("\n")
     specials = set(tokenizer.specials.values()) if tokenizer is not None else set()
+    images = {(i["start"], i["end"]): i for i in result.images()}
     for s in result.segments:
         code = _ROLE_COLOUR.get(s.role or "", "37") if s.kind == "message" else _KIND_COLOUR.get(s.kind, "37")
         label = s.kind + (f" · {s.role}" if s.role and s.kind == "message" else "") + \
             (f" · seq {s.seq}" if s.seq is not None else "")
         out.write(_paint(f"── {label} · {s.token_count} tokens [{s.start}:{s.end}] ", code + ";1", colour) + "\n")
+        img = images.get((s.start, s.end))
+        if img is not None and not full:
+            # An image is its placeholder tokens: say what the image is and how they were counted.
+            out.write(_paint(_image_line(s, img), code, colour) + "\n")
+            continue
         if tokenizer is not None and (tokens or specials):
             body = _token_text(s, tokenizer, specials, code, colour, tokens)
         else:
@@ -141,6 +149,19 @@ def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: boo
         where = f" (seq {d.seq})" if d.seq is not None else ""
         out.write(_paint(f"{d.level}: {d.code}{where}: {d.message}", "33" if d.level != "info" else "90", colour)
                   + "\n")
+
+
+def _image_line(s: Segment, img: dict) -> str:
+    runs: list[tuple[str, int]] = []
+    for tok in re.findall(r"<\|[^|]*\|>|\[[A-Z_]+\]|<[a-z_]+>|\n|[^<\[\n]+", s.text):
+        if runs and runs[-1][0] == tok:
+            runs[-1] = (tok, runs[-1][1] + 1)
+        else:
+            runs.append((tok, 1))
+    shown = " ".join(t.replace("\n", "↵") + (f"×{n}" if n > 1 else "") for t, n in runs[:6]) + \
+        (" …" if len(runs) > 6 else "")
+    size = f"{img['width']}×{img['height']}" + (" (assumed: not fetched)" if img["size_assumed"] else "")
+    return f"[image {size} from {img['where']}, counted by {img['rule']}] {shown}"
 
 
 def _fold(s, tokenizer, specials, code, colour, tokens, fold):  # type: ignore[no-untyped-def]
