@@ -145,8 +145,7 @@ def test_view_shows_segments_special_tokens_and_totals(page) -> None:  # type: i
     expect(page.locator(".wb-app-header")).to_contain_text("budget")
     expect(page.locator(".js-plotly-plot").first).to_be_attached()   # the budget bar
     assert page.get_by_label("Session").input_value().endswith("support_chat.json")
-    if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # the README's pictures
-        page.screenshot(path=str(ROOT / "docs" / "images" / "app.png"))
+    if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # app-cache.png (app.png: test_model_picker_browser.py)
         tab(page, "Cache")
         expect(page.locator(".wb-sources tr", has_text="fresh")).to_be_visible(timeout=FIRST_VIEW_MS)
         page.screenshot(path=str(ROOT / "docs" / "images" / "app-cache.png"))

@@ -310,3 +310,10 @@ def test_docstring_examples_run():
     from workbench.catalog import catalog as module
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_app_refuses_an_unknown_model_with_one_line_naming_the_closest(capsys: pytest.CaptureFixture) -> None:
+    from workbench.cli.main import main as cli_main
+    assert cli_main(["app", "--model", "gpt-4q", "--no-show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unknown model 'gpt-4q'") and "gpt-4o" in err[0]

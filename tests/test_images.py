@@ -343,3 +343,11 @@ def test_the_cli_view_says_what_the_image_is_instead_of_printing_its_tokens(tmp_
     d = json.loads(capsys.readouterr().out)
     assert d["images"][0]["tokens"] == 391 and d["budget"]["by_kind"]["image"] == 391
     assert [s["kind"] for s in d["segments"]].count("image") == 1
+
+
+def test_a_text_only_template_chosen_over_a_vision_model_leaves_images_out_and_says_so():
+    r = Assembler(model="Qwen/Qwen2.5-VL-7B-Instruct", template="llama3", cache=None).assemble(
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "Look"}, cc_image(100, 100)]}]})
+    codes = {d.code for d in r.diagnostics}
+    assert {"template_places_no_images", "media_not_rendered"} <= codes
+    assert not r.images() and "[{'type'" not in r.text and "Look" in r.text

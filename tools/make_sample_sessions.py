@@ -42,7 +42,7 @@ SOURCES = ROOT / "tools" / "data" / "sample_sessions"
 DEFAULT_OUT = ROOT / "sample_sessions"
 
 # The order of a session's fields in the files (SPEC 7.1's shapes; the files have always had it).
-FIELD_ORDER = ("format", "title", "description", "context_window", "variables", "system", "messages",
+FIELD_ORDER = ("format", "title", "description", "model", "context_window", "variables", "system", "messages",
                "requests", "tools")
 
 

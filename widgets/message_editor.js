@@ -11,6 +11,10 @@
 // row shows its own, updated in place. Undo: {op: "undo"} and {op: "redo"} go the same way; Ctrl+Z
 // (Ctrl+Shift+Z, Ctrl+Y) in the editor outside a text box sends them (inside one, the box's own
 // undo runs), and a delete shows a "deleted message 3 · Undo" notice.
+// `parts` (synced from Python, workbench/ui/content_parts.py): per message, null, or the parts of a
+// content list that holds images, audio or files: each text part gets its own box (its edits go as
+// {op: "set", field: "content", part: k, value}), each other part a read-only chip (kind, size,
+// bytes). Editing the text never drops those parts.
 
 const ROLES = ["system", "user", "assistant", "tool", "developer"];
 const PREVIEW = 90;
@@ -42,7 +46,7 @@ function openChannel(model, info, onError) {
   ch.send = (op, n) => {
     const key = `${op.index}/${op.field}`;
     let out = op;
-    if (op.op === "set" && !op.json && SPLICED.has(op.field) && typeof op.value === "string") {
+    if (op.op === "set" && !op.json && op.part === undefined && SPLICED.has(op.field) && typeof op.value === "string") {
       if (ch.sent.has(key)) {
         const old = ch.sent.get(key);
         out = { op: "splice", index: op.index, field: op.field, ...splice(old, op.value), length: old.length };
@@ -82,7 +86,8 @@ function sendOp(model, op) {
   if (op.op === "set") {
     let cut = -1;
     q.ops.forEach((o, k) => { if (STRUCTURAL.has(o.op)) cut = k; });
-    q.ops = q.ops.filter((o, k) => k <= cut || !(o.op === "set" && o.index === op.index && o.field === op.field));
+    q.ops = q.ops.filter((o, k) => k <= cut || !(o.op === "set" && o.index === op.index && o.field === op.field &&
+      o.part === op.part));
   }
   // Always a new array: Bokeh sends a property only when its value is a different object.
   q.ops = [...q.ops, { ...op, n: q.n }].slice(-32);
@@ -97,8 +102,10 @@ function contentText(m) {
   return { text: JSON.stringify(m.content, null, 1), json: true };
 }
 
-function preview(m) {
-  const c = contentText(m).text.replace(/\s+/g, " ").trim();
+function preview(m, parts) {
+  // A message with media parts: its text, and a short mark per part ("[image 640×400 · PNG · 2,431 bytes]").
+  const c = (parts ? parts.map((p) => p.label !== undefined ? `[${p.label}]` :
+    ((m.content || [])[p.k] || {}).text || "").join(" ") : contentText(m).text).replace(/\s+/g, " ").trim();
   const calls = Array.isArray(m.tool_calls) ? ` [${m.tool_calls.length} tool call(s)]` : "";
   return (c.length > PREVIEW ? c.slice(0, PREVIEW) + "…" : c) + calls;
 }
@@ -181,7 +188,7 @@ function render({ model, el }) {
     }));
   };
 
-  const field = (m, i, name, label, value, { json = false, rows = 3, input = false } = {}) => {
+  const field = (m, i, name, label, value, { json = false, rows = 3, input = false, part = undefined } = {}) => {
     const wrap = document.createElement("label");
     wrap.className = `wb-me-field wb-me-${name}`;
     wrap.append(label);
@@ -191,20 +198,36 @@ function render({ model, el }) {
     box.spellcheck = false;
     box.dataset.index = String(i);
     box.dataset.field = name;
+    if (part !== undefined) box.dataset.part = String(part);
     box.addEventListener("input", () => {
       // Keep our copy current (no echo from Python), then send the edit at once: Python coalesces.
       const msgs = model.get("messages");
-      if (!json && name === "content") msgs[i] = { ...msgs[i], content: box.value };
+      if (part !== undefined) {
+        // One text part of a list: the other parts (images, files) stay as they are.
+        const content = [...msgs[i].content];
+        content[part] = { ...content[part], text: box.value };
+        msgs[i] = { ...msgs[i], content };
+      } else if (!json && name === "content") msgs[i] = { ...msgs[i], content: box.value };
       else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
       performance.mark(`wb-input-${i}`);
       channelError.hidden = true;
-      send({ op: "set", index: i, field: name, value: box.value, json });
+      send(part !== undefined ? { op: "set", index: i, field: name, part, value: box.value }
+        : { op: "set", index: i, field: name, value: box.value, json });
     });
     wrap.appendChild(box);
     return wrap;
   };
 
+  const chip = (p) => {
+    const c = document.createElement("span");
+    c.className = `wb-me-chip wb-me-chip-${p.kind}`;
+    c.textContent = p.label;
+    c.title = p.title || "";
+    return c;
+  };
+
   const row = (m, i, cut, err) => {
+    const parts = ((model.get("parts") || [])[i] || {}).parts;
     const div = document.createElement("div");
     div.className = `wb-me-row wb-me-role-${m.role}` + (i >= cut ? " wb-me-later" : "") + (open.has(i) ? " wb-me-open" : "");
     div.dataset.index = String(i);
@@ -218,7 +241,7 @@ function render({ model, el }) {
     role.onchange = () => send({ op: "set", index: i, field: "role", value: role.value });
     const text = document.createElement("span");
     text.className = "wb-me-preview";
-    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m);
+    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m, parts);
     const count = document.createElement("span");
     count.className = "wb-me-count";
     count.dataset.index = String(i);
@@ -235,9 +258,19 @@ function render({ model, el }) {
     if (open.has(i)) {
       const body = document.createElement("div");
       body.className = "wb-me-body";
-      const c = contentText(m);
-      body.appendChild(field(m, i, "content", c.json ? "content (JSON blocks)" : "content", c.text,
-        { json: c.json, rows: Math.min(12, Math.max(3, c.text.split("\n").length + 1)) }));
+      if (parts) {
+        // Text parts in boxes, the other parts as chips, in the message's order.
+        for (const p of parts) {
+          if (p.label !== undefined) { body.appendChild(chip(p)); continue; }
+          const t = ((m.content || [])[p.k] || {}).text || "";
+          body.appendChild(field(m, i, "content", `text (part ${p.k})`, t,
+            { part: p.k, rows: Math.min(12, Math.max(2, t.split("\n").length + 1)) }));
+        }
+      } else {
+        const c = contentText(m);
+        body.appendChild(field(m, i, "content", c.json ? "content (JSON blocks)" : "content", c.text,
+          { json: c.json, rows: Math.min(12, Math.max(3, c.text.split("\n").length + 1)) }));
+      }
       if (m.role === "assistant" && model.get("format") !== "anthropic") {
         const calls = Array.isArray(m.tool_calls) ? JSON.stringify(m.tool_calls, null, 1) : "";
         body.appendChild(field(m, i, "tool_calls", "tool calls (JSON list)", calls, { json: true, rows: calls ? 6 : 2 }));
@@ -262,7 +295,8 @@ function render({ model, el }) {
     // Keep the focused box and its caret across a redraw (an error arriving while typing).
     const active = document.activeElement;
     const focus = active && list.contains(active) && active.dataset.field ?
-      { index: active.dataset.index, field: active.dataset.field, start: active.selectionStart, end: active.selectionEnd } : null;
+      { index: active.dataset.index, field: active.dataset.field, part: active.dataset.part,
+        start: active.selectionStart, end: active.selectionEnd } : null;
     list.textContent = "";
     msgs.forEach((m, i) => list.appendChild(row(m || {}, i, cut, err)));
     if (err.message && (err.index === null || err.index === undefined)) {
@@ -272,7 +306,8 @@ function render({ model, el }) {
       list.appendChild(e);
     }
     if (focus) {
-      const box = list.querySelector(`[data-index="${focus.index}"][data-field="${focus.field}"]`);
+      const box = list.querySelector(`[data-index="${focus.index}"][data-field="${focus.field}"]` +
+        (focus.part !== undefined ? `[data-part="${focus.part}"]` : ""));
       if (box) { box.focus(); box.setSelectionRange(focus.start, focus.end); }
     }
   };
@@ -285,6 +320,7 @@ function render({ model, el }) {
   model.on("change:turn_cut", draw);
   model.on("change:error", draw);
   model.on("change:counts", showCounts);
+  model.on("change:parts", draw);
   addBar();
   draw();
   if (typeof model.send === "function") model.send({ type: "sync" });

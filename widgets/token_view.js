@@ -71,8 +71,25 @@ function openChannel(info, on) {
 // A segment the model will not see (`struck`): "dropped" by the truncation policy, or "over" the window.
 const STRUCK = { dropped: "dropped by truncation", over: "over the window: would not fit" };
 
+function imageText(img, n) {
+  // "image 640×400 · 322 tokens": an image segment's one line (its tokens are folded under it).
+  const size = img.width && img.height ? ` ${img.width}×${img.height}` : "";
+  return `image${size} · ${n} tokens` + (img.rule && img.rule.includes("estimate") ? " (estimate)" : "") +
+    (img.size_assumed ? " (size assumed: not fetched)" : "");
+}
+
+function imageTitle(img) {
+  return [img.where ? `from ${img.where}` : "", img.digest ? `digest ${img.digest.slice(0, 16)}…` : "",
+    img.detail ? `detail ${img.detail}` : "", img.rule ? `counted by ${img.rule}` : ""].filter(Boolean).join(" · ");
+}
+
 function segLabel(seg) {
   if (seg.kind === "folded") return "folded: what the truncation policy drops";
+  if (seg.kind === "image" && seg.image) {
+    return `${imageText(seg.image, seg.end - seg.start)}${seg.role ? " · " + seg.role : ""}` +
+      `${seg.seq !== null ? " · seq " + seg.seq : ""} · [${seg.start}:${seg.end}] · ${seg.source}` +
+      (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
+  }
   return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
     ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}` +
     (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
@@ -118,6 +135,29 @@ function renderSegment(seg, tokens, showTokens, warnings, later) {
     div.appendChild(note);
   }
   const body = document.createElement("div");
+  if (seg.kind === "image" && seg.image) {
+    // An image is one block: its size and token count, where it came from on hover; its tokens
+    // (hundreds of placeholders) folded until the block is clicked.
+    const img = seg.image;
+    const chip = document.createElement("div");
+    chip.className = "wb-image-block";
+    chip.textContent = imageText(img, seg.end - seg.start) + (img.where ? ` · ${img.where}` : "");
+    chip.title = imageTitle(img) + " · click to show its tokens";
+    const toks = document.createElement("div");
+    toks.className = "wb-image-tokens";
+    toks.hidden = true;
+    chip.onclick = () => {
+      toks.hidden = !toks.hidden;
+      if (!toks.hidden && !toks.childNodes.length) {
+        if (tokens) for (const t of tokens) toks.appendChild(tokenSpan(t, seg, showTokens));
+        else toks.textContent = seg.text;
+      }
+    };
+    body.className = "wb-image-body";
+    body.append(chip, toks);
+    div.appendChild(body);
+    return div;
+  }
   const draw = (all) => {
     body.textContent = "";
     if (!tokens || (!tokens.length && seg.text)) { body.textContent = seg.text; return; }   // a folded run: its line

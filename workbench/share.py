@@ -1,9 +1,11 @@
 """Shared state: what the workbench shows, as one URL-safe string (a link's `?state=`, a notebook cell).
 
 The string carries content, never paths: the session file's JSON object, the template's name (a
-shipped one) or a custom template's source, the tokenizer's name, the truncation policy and the
-selected turn. It is `base64url(zlib(JSON))`, without padding. Reading one is hostile input by default, so every step
-is bounded before the next one runs:
+shipped one) or a custom template's source, the tokenizer's name, the truncation policy, the
+selected turn and, when one is chosen, the catalog model's id (absent otherwise, so a state without
+a model is the same string as before models; a name the catalog does not hold is not refused here:
+the page opens the rest and says so). It is `base64url(zlib(JSON))`, without padding. Reading one
+is hostile input by default, so every step is bounded before the next one runs:
 
 1. the string's length (`max_chars`; a link defaults to what a browser and the app's server carry),
    and its alphabet (base64url only);
@@ -45,7 +47,8 @@ MAX_CELL_CHARS = 16 * 1024 * 1024          # a notebook cell has no such limit; 
 MAX_JSON_BYTES = 32 * 1024 * 1024          # decompressed: a zip bomb stops here
 MAX_NAME_CHARS = 100
 MAX_TEMPLATE_CHARS = 1_000_000             # the app's template box holds as much
-KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn", "policy"})
+KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn", "policy", "model"})
+MAX_MODEL_CHARS = 200                      # a catalog model's name; looked up when opened, never a path
 DEFAULT_POLICY = TruncationPolicy().strategy
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
 
@@ -61,6 +64,7 @@ class SharedState:
     custom_template: str = ""
     turn: int | None = None                # None: the last turn
     policy: str = DEFAULT_POLICY           # the truncation policy (truncation.POLICIES)
+    model: str = ""                        # a catalog model's id ("" none); an unknown one is said when opened
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "session": self.session, "name": self.name, "template": self.template,
@@ -71,6 +75,8 @@ class SharedState:
             out["turn"] = self.turn
         if self.policy != DEFAULT_POLICY:
             out["policy"] = self.policy
+        if self.model:
+            out["model"] = self.model      # absent when none: a link made before models reads the same
         return out
 
 
@@ -150,7 +156,8 @@ def from_json(data: Any) -> SharedState:
                         template=_text(data, "template", DEFAULT_TEMPLATE, 100),
                         tokenizer=_text(data, "tokenizer", AUTO, 100),
                         custom_template=_text(data, "custom_template", "", MAX_TEMPLATE_CHARS),
-                        turn=turn, policy=_text(data, "policy", DEFAULT_POLICY, 100))
+                        turn=turn, policy=_text(data, "policy", DEFAULT_POLICY, 100),
+                        model=_text(data, "model", "", MAX_MODEL_CHARS))
     check(state)
     return state
 

@@ -14,6 +14,7 @@ from .drawn_ids import call_ids, timestamped_requests
 from .handbook import handbook_rag
 from .incident import incident_logs
 from .research import research_chat
+from .screenshot import screenshot_chat
 from .support import support_chat
 
 BUILDERS: dict[str, Builder] = {
@@ -23,6 +24,7 @@ BUILDERS: dict[str, Builder] = {
     "handbook_rag": handbook_rag,
     "incident_logs": incident_logs,
     "research_chat": research_chat,
+    "screenshot_chat": screenshot_chat,
 }
 
 __all__ = ["BUILDERS", "Builder"]

@@ -39,7 +39,7 @@ from .built import Built
 from .cached import from_cache, store
 from .context import BuildContext
 from .incremental import extend, first_change
-from .media import image_rule, rule_label
+from .media import image_rule, places_images, rule_label
 from .refit import overflowed, refit
 from .result import AssemblyResult
 from .session import Session
@@ -132,9 +132,18 @@ class Assembler:
         other = {f.name: getattr(c, f.name) for f in dataclass_fields(c)
                  if f.name not in ("template", "tokenizer", "cache", "template_kwargs", "render_limits",
                                    "injection", "tool_injection", "assistant_injection", "vision")}
+        vision = image_rule(c.vision, self.template.vision, self.tokenizer)
+        if vision is not None and not places_images(vision, self.template):
+            # A model's image rule with a template chosen by hand that writes no image placeholder: the
+            # images cannot be placed, so the template renders the text alone (and says so).
+            self._notes.append(warning("template_places_no_images",
+                                       f"template {self.template.name!r} writes no {vision.replaced!r} for the "
+                                       f"{vision.name!r} image rule: images are left out of the prompt (choose the "
+                                       "model's own template to place them)"))
+            vision = None
         self.context = BuildContext.of(self.template, self.tokenizer, template_kwargs=c.template_kwargs,
                                        injection=policies_of(c), render_limits=c.render_limits, other=other,
-                                       vision=image_rule(c.vision, self.template.vision, self.tokenizer))
+                                       vision=vision)
 
     # ------------------------------------------------------------------ stages
     def normalize(self, request: Any) -> tuple[Conversation, list[Diagnostic]]:

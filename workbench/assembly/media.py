@@ -129,6 +129,12 @@ def rule_spec(rule: Any) -> dict[str, Any] | None:
                                   if f.name != "name" and getattr(rule, f.name) != getattr(preset, f.name)}}
 
 
+def places_images(rule: Any, template: Any) -> bool:
+    """Whether `template` can place images for `rule`: its source writes the placeholder the rule
+    replaces (a hosted estimate puts its stand-in into the text itself: any template)."""
+    return isinstance(rule, HostedImages) or rule.replaced in template.source
+
+
 def rule_label(rule: Any) -> str | None:
     """How the prompt's images were counted, for views and JSON: the rule's name, and for a hosted
     model that it is the provider's published estimate."""

@@ -31,6 +31,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "(default: WORKBENCH_HOME/sessions; made if missing)")
     p.add_argument("--export-dir", metavar="DIR", default=None,
                    help="the only folder the page may export bundles to (default: exports/ in the sessions folder)")
+    p.add_argument("--model", default=None,
+                   help="a catalog model to open with (`workbench models` lists them): template, tokenizer, window, "
+                        "KV shape and image rule; the page's pickers still override it")
     p.set_defaults(func=cmd_app, serves=True)
 
 
@@ -38,10 +41,13 @@ def cmd_app(args: argparse.Namespace) -> int:
     options.port(args.port)
     options.folder(args.sessions, "--sessions")
     options.folder(args.export_dir, "--export-dir")
+    if args.model is not None:
+        from ..catalog import lookup
+        args.model = lookup(args.model).id    # an unknown name: one error line naming the closest
     from ..ui.app import serve  # Panel is an optional extra: imported only here, with an install hint
 
     serve(args.session, host=args.host, port=args.port, show=not args.no_show, sessions=args.sessions,
-          export_dir=args.export_dir)
+          export_dir=args.export_dir, model=args.model)
     return 0
 
 

@@ -39,11 +39,8 @@ from typing import Any
 from .._optional import require
 from ..assembly.result import AssemblyResult
 from ..assets import widget_file
-from ..engine.kv import KV_CONFIGS
 from ..errors import ChannelError, ShareError, WorkbenchError
 from ..sessions import load_session
-from ..templates import shipped_names
-from ..tokenizers import names as tokenizer_names
 from . import last_opened
 from .budget_controls import PanelBudgetControls
 from .channel import PATH, encode_patch, handlers, open_channel
@@ -56,11 +53,13 @@ from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
 from .fix_buttons import PanelFixBar
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, not_computed_html, prefix_diff_html
-from .kv_panel import DEFAULT_KV_CONFIG, kv_figure, kv_html
+from .kv_panel import kv_figure, kv_html
+from .model_choice import estimate_html
+from .model_picker import PanelPickers
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
 from .semantic_panel import label_html, neighbour_options, semantic_html
 from .sharing import base_url, link, notebook_cell, open_text, share_text
-from .state import AUTO, NEEDS, Panels, WorkbenchState
+from .state import NEEDS, Panels, WorkbenchState
 from .teaching import StepThrough
 from .viewmodel import Patch, PatchFeed, page_header
 
@@ -139,6 +138,7 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     error = param.Dict(default={}, doc="{index, field, message} of the last edit that failed")
     ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
     counts = param.List(default=[], doc="each message's tokens in the prompt shown (None: not in it)")
+    parts = param.List(default=[], doc="per message: None, or its text parts and media chips (content_parts.py)")
     channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
 
     def __init__(self, on_ops: Callable[[list[dict], float | None], None], **params: Any):
@@ -183,8 +183,8 @@ class TeachingPanel:
         self.on_present(on)
         self.go(0)
 
-    def update(self, state: WorkbenchState, panels: Panels) -> None:
-        if self.walk.load(panels, panels.previous):
+    def update(self, state: WorkbenchState, panels: Panels, kv: Any = None) -> None:
+        if self.walk.load(panels, panels.previous, kv):
             self.go(0)
 
     def not_computed(self, note: str) -> None:
@@ -351,7 +351,8 @@ class WorkbenchApp:
     """Widgets over one WorkbenchState and Controller. `layout` is the Panel object."""
 
     def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None,
-                 files: AppFiles | None = None, share: str | None = None, host_header: str | None = None):
+                 files: AppFiles | None = None, share: str | None = None, host_header: str | None = None,
+                 model: str | None = None):
         pn.extension("plotly")
         self.files = files if files is not None else AppFiles.create(given=session_path)
         autosave = autosave if autosave is not None else Autosave()
@@ -367,6 +368,11 @@ class WorkbenchApp:
                 share_error = f"this link could not be opened: {exc} — showing the default session instead"
         self.host = PanelHost(self)
         self.controller = Controller(self.state, self.host, background=self.host.doc is not None, files=self.files)
+        if model is not None and share is None:   # a catalog model to start with (a link carries its own)
+            try:
+                self.state.choose(model=model)
+            except WorkbenchError as exc:         # unknown: said under the picker, the page opens
+                self.state.model_error = str(exc)
         s = self.state
         self._picked = self.files.key_of(s.doc.path)     # the picker's value for the open session
         self._confirming = ("", "")                       # the names Overwrite and Replace were offered for
@@ -389,10 +395,11 @@ class WorkbenchApp:
                                                 visible=False)
         self.export_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.turn_select = pn.widgets.Select(**{LABEL: "Turn"}, options=self._turns(), value=s.turn, width=150)
-        self.template_select = pn.widgets.Select(**{LABEL: "Template"}, options=shipped_names(), value=s.template,
-                                              width=150)
-        self.tokenizer_select = pn.widgets.Select(**{LABEL: "Tokenizer"}, options=[AUTO, *tokenizer_names()],
-                                                  value=s.tokenizer, width=150)
+        # The model, template and tokenizer pickers, and the KV tab's shape (model_picker.py).
+        self.pickers = PanelPickers(self.controller, LABEL, CSS)
+        self.model_select, self.template_select = self.pickers.model, self.pickers.template
+        self.tokenizer_select, self.kv_config = self.pickers.tokenizer, self.pickers.kv
+        self.pickers.on_choice = self._chosen
         self.budget_controls = PanelBudgetControls(self.controller, LABEL)
         self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
                                         **self.controller.editor_data())
@@ -427,8 +434,6 @@ class WorkbenchApp:
         self.cache_chart = pn.pane.Plotly({"data": [], "layout": {}}, height=360, sizing_mode="stretch_width")
         self.diff = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.fix_bar = PanelFixBar(self.controller, CSS)    # a Fix button per cause of the prefix diff
-        self.kv_config = pn.widgets.Select(**{LABEL: "Model shape (KV)"}, options=list(KV_CONFIGS),
-                                           value=DEFAULT_KV_CONFIG, width=200)
         self.kv_run = pn.widgets.Button(**{LABEL: "Prefill this turn (synthetic tiny model, CPU)"}, width=330,
                                         align="end")
         self.kv_cancel = pn.widgets.Button(**{LABEL: "Cancel the prefill"}, width=160, align="end", visible=False)
@@ -461,8 +466,6 @@ class WorkbenchApp:
         self.revert_button.on_click(lambda _e: self._revert())
         self.turn_select.param.watch(lambda e: e.new and e.new != s.turn and self.controller.select_turn(int(e.new)),
                                      "value")
-        self.template_select.param.watch(lambda e: self.controller.choose(template=e.new), "value")
-        self.tokenizer_select.param.watch(lambda e: self.controller.choose(tokenizer=e.new), "value")
         self.custom.param.watch(self._on_custom, ["value_input", "value"])
         self.tools.param.watch(lambda *e: self._on_json("tools", e[-1].new, self.tools_alert), ["value_input", "value"])
         self.variables.param.watch(lambda *e: self._on_json("variables", e[-1].new, self.variables_alert),
@@ -479,6 +482,7 @@ class WorkbenchApp:
                              pn.Row(self.export_path, self.export_button, self.replace_button,
                                     sizing_mode="stretch_width"),
                              self.export_status,
+                             self.model_select, self.pickers.note,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              self.budget_controls.layout,
                              "#### Messages", self.editor, extra, width=520)
@@ -596,6 +600,7 @@ class WorkbenchApp:
             return
         self._show_picked()
         self._compare_options()      # a snapshot pinned from the other session is not offered
+        self.pickers.show()          # the note offers the model the new session's requests name
         self._remember()
         self.save_path.value = self.files.default_save_name(self.state.doc)
         self.export_path.value = self.files.default_export_name(self.state.doc)
@@ -653,6 +658,7 @@ class WorkbenchApp:
         new = events[-1].new
         if new is not None and new != self.state.custom_source:
             self.controller.choose(custom_source=new)
+            self.pickers.show()      # a custom template overrides the model's: the note says so
 
     def _on_json(self, name: str, text: str | None, alert: Any) -> None:
         if text is None or text == self.state.field_text(name):
@@ -669,7 +675,7 @@ class WorkbenchApp:
         self.comparer.request()     # nothing unless the Compare tab is open
 
     def show_summary(self, result: AssemblyResult) -> None:
-        self.header.object = header_html(self.view.header)
+        self.header.object = self._header()
         self.budget.object = budget_figure(result, self.state.overflow)
         self.budget_controls.show()
         self.diagnostics.object = diagnostics_html(result)
@@ -684,7 +690,17 @@ class WorkbenchApp:
         self.view.error = message
         if self.view.header:
             # The summary line counts what the token view shows (the last good prompt), not an older one.
-            self.header.object = header_html(self.view.header)
+            self.header.object = self._header()
+
+    def _header(self) -> str:
+        """The summary line, and the chosen model's estimate label under it (hosted models)."""
+        return header_html(self.view.header, estimate_html(self.state.model))
+
+    def _chosen(self) -> None:
+        """A model, template or tokenizer was chosen: the KV tab's shape and the summary line follow."""
+        self._show_kv()
+        if self.view.header:
+            self.header.object = self._header()
 
     def show_editor(self, structural: bool) -> None:
         data = self.controller.editor_data()
@@ -713,7 +729,7 @@ class WorkbenchApp:
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.fix_bar.update(panels.prefix_diff)
-            self.teaching.update(self.state, panels)
+            self.teaching.update(self.state, panels, self.pickers.kv_choice())
 
     def show_panels_failed(self, error: str) -> None:
         """Every slower view says why it has nothing, rather than the figures of an older prompt."""
@@ -835,9 +851,9 @@ class WorkbenchApp:
             self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
 
     def _show_kv(self, note: str = "") -> None:
-        p = self.controller.last_panels
-        self.kv.object = kv_html(p, self.kv_config.value, self._prefill[1] if self._prefill else None, note)
-        self.kv_chart.object = kv_figure(p, self.kv_config.value)
+        p, kv = self.controller.last_panels, self.pickers.kv_choice()
+        self.kv.object = kv_html(p, kv.config, self._prefill[1] if self._prefill else None, note, kv.note)
+        self.kv_chart.object = kv_figure(p, kv.config)
 
     def _run_prefill(self) -> None:
         self.kv_run.disabled = True
@@ -859,12 +875,12 @@ class WorkbenchApp:
         self.kv_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
 
 
-def build_app(session_path: str | None = None, files: AppFiles | None = None) -> Any:
+def build_app(session_path: str | None = None, files: AppFiles | None = None, model: str | None = None) -> Any:
     """The app's Panel object (one per browser session: each has its own state). A page opened
-    with `?state=` (a shared link) starts on that state."""
+    with `?state=` (a shared link) starts on that state; otherwise on `model` (a catalog name), if given."""
     _serve_panel_files_locally()
     share, host = _request_share()
-    return WorkbenchApp(session_path, files=files, share=share, host_header=host).layout
+    return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model).layout
 
 
 def _serve_panel_files_locally() -> None:
@@ -907,12 +923,15 @@ def session_expiry() -> dict[str, int]:
 
 
 def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False, *,
-          sessions: str | None = None, export_dir: str | None = None) -> None:
+          sessions: str | None = None, export_dir: str | None = None, model: str | None = None) -> None:
     """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first.
     Its files: `sessions` (default WORKBENCH_HOME/sessions) and `export_dir` (default `exports/` in it),
     made now if missing; what crashed saves left there (and in the autosave folder) is removed first."""
     if session is not None:
         load_session(session)   # a bad file fails now, with its one-line error, not in every page
+    if model is not None:
+        from ..catalog import lookup
+        lookup(model)           # an unknown model too (ModelNotFoundError, the closest names)
     files = AppFiles.create(sessions, export_dir, given=session)
     files.prepare()             # a folder that cannot be made fails the command, not the first save
     removed = files.sweep(Autosave().folder)
@@ -925,7 +944,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
         else:
             origins = [f"{host}:{port}"] + ([f"localhost:{port}"] if host in ("127.0.0.1", "::1") else [])
         def page() -> Any:  # a plain function: Panel calls it once per browser session
-            return build_app(session, files)
+            return build_app(session, files, model)
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
                           extra_patterns=handlers(origins), show=False, start=False, title="Prompt Workbench",

@@ -132,9 +132,11 @@ class BudgetSettings:
                 "reserve": self.reserve, "reserve_source": self.reserve_source, "policy": self.policy}
 
 
-def window_source(doc: "SessionDocument", template: Any) -> str:
+def window_source(doc: "SessionDocument", template: Any, model: Any = None) -> str:
     if explicit_window(doc) is not None:
         return "session file"
+    if model is not None:
+        return f"model {model.id}"
     return f"template {template.name}" if template.context_window else "default"
 
 

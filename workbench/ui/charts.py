@@ -1,7 +1,9 @@
 """Chart and panel data for both hosts, as plain Plotly figure dicts (no plotly import here).
 
 - `budget_figure(result)`: one horizontal stacked bar, system / tools / history / last user /
-  generation prompt / reserve / free, with what truncation dropped in the title.
+  generation prompt / reserve / free, with what truncation dropped in the title; a prompt's image
+  tokens (its `image` segments, `budget.by_kind["image"]`) as their own bar, taken out of the part
+  they belong to (history or last user) and said in that part's hover.
 - `cache_figure(simulations)`: cached tokens per turn under each provider simulation, and the
   cumulative cost on a second axis.
 - `prefix_diff(prev, turn)`: the tokens around the first divergence between what the engine holds
@@ -23,9 +25,9 @@ if TYPE_CHECKING:
     from .budget_view import Overflow
 
 PART_COLOURS = {"system": "#8250df", "tools": "#bf8700", "history": "#57606a", "last_user": "#1a7f37",
-                "generation_prompt": "#0969da", "reserve": "#d0d7de", "free": "#f6f8fa"}
+                "generation_prompt": "#0969da", "reserve": "#d0d7de", "free": "#f6f8fa", "images": "#bf3989"}
 PART_LABELS = {"system": "system", "tools": "tools", "history": "history", "last_user": "last user",
-               "generation_prompt": "generation prompt", "reserve": "reserve", "free": "free"}
+               "generation_prompt": "generation prompt", "reserve": "reserve", "free": "free", "images": "images"}
 
 
 def budget_figure(result: "AssemblyResult", overflow: "Overflow | None" = None) -> dict[str, Any]:
@@ -56,13 +58,39 @@ def _mark_overflow(fig: dict[str, Any], result: "AssemblyResult", overflow: "Ove
     layout["xaxis"]["range"] = [0, max(end, sum(t["x"][0] for t in fig["data"]))]
 
 
+def image_parts(result: "AssemblyResult") -> dict[str, int]:
+    """The prompt's image tokens by the budget part that holds them (budget.part_of, as the budget
+    counts them): {} when the prompt has no image segment."""
+    if not result.budget.by_kind.get("image"):
+        return {}
+    from ..budget import part_of
+    last_user = next((m.sequence for m in reversed(result.conversation.messages) if m.role == "user"), None)
+    out: dict[str, int] = {}
+    for seg in result.segments:
+        if seg.kind == "image":
+            part = part_of(seg, last_user)
+            out[part] = out.get(part, 0) + seg.token_count
+    return out
+
+
 def _budget_bar(result: "AssemblyResult") -> dict[str, Any]:
     b = result.budget
     rows = b.breakdown()
-    traces = [{"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [v["tokens"]], "y": ["window"],
-               "marker": {"color": PART_COLOURS[k]},
-               "hovertemplate": f"{PART_LABELS[k]}: {v['tokens']:,} tokens ({v['share']:.1%})<extra></extra>"}
-              for k, v in rows.items()]
+    images = image_parts(result)
+    traces = []
+    for k, v in rows.items():
+        n, img = int(v["tokens"]), images.get(k, 0)
+        said = f" ({n - img:,} text, {img:,} in images)" if img else ""
+        traces.append({"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [n - img], "y": ["window"],
+                       "marker": {"color": PART_COLOURS[k]},
+                       "hovertemplate": f"{PART_LABELS[k]}: {n:,} tokens ({v['share']:.1%}){said}<extra></extra>"})
+        if k == "last_user" and images:    # after the parts they come from, before the generation prompt
+            total = sum(images.values())
+            traces.append({"type": "bar", "orientation": "h", "name": PART_LABELS["images"], "x": [total],
+                           "y": ["window"], "marker": {"color": PART_COLOURS["images"]},
+                           "hovertemplate": f"images: {total:,} tokens ({total / b.context_window:.1%}; "
+                                            f"{', '.join(f'{n:,} in {PART_LABELS[p]}' for p, n in images.items())})"
+                                            "<extra></extra>"})
     title = f"{b.used:,} of {b.input_budget:,} input tokens (window {b.context_window:,}, reserve {b.reserve:,})"
     if result.dropped:
         title += f" · truncation dropped {len(result.dropped)} message(s)"

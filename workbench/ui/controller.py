@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from ..assembly.result import AssemblyResult
 from ..errors import BudgetSettingError, Cancelled, EditError, WorkbenchError
 from ..segments import originals
+from .content_parts import editor_parts
 from .document import SessionDocument
 from .files import AppFiles
 from .state import PARTS, Panels, WorkbenchState
@@ -151,13 +152,21 @@ class Controller:
         self.edited()
         return ""
 
-    def choose(self, **choices: Any) -> None:
-        self.state.choose(**choices)
+    def choose(self, **choices: Any) -> str:
+        """A model, template, tokenizer or custom template (state.choose). Returns the error to show
+        inline ('' when it applied): an unknown model name, with the closest names; nothing changes."""
+        try:
+            self.state.choose(**choices)
+        except WorkbenchError as exc:
+            if "model" in choices:
+                self.state.model_error = str(exc)
+            return str(exc)
         # A switch paints what the model sees first; the struck rest (a long session's dropped turns:
         # the whole prompt, up to 9x the tokens, for the browser to take in) follows OVERFLOW_MS later.
         if self.refresh(defer_overflow=True) is not None and self.state.overflow_pending:
             self.host.call_later(OVERFLOW_MS, self._show_overflow)
         self.request_panels()
+        return ""
 
     def _show_overflow(self) -> None:
         try:
@@ -557,7 +566,7 @@ class Controller:
         msgs = list(s.doc.messages(s.turn))
         req = s.doc.request(s.turn).get("messages")
         return {"messages": msgs, "turn_cut": len(req) if isinstance(req, list) else len(msgs), "format": s.doc.format,
-                "counts": self.token_counts()}
+                "counts": self.token_counts(), "parts": editor_parts(msgs, s.doc.format)}
 
     def token_counts(self) -> list[int | None]:
         """Each message's tokens in the prompt shown (the editor's per-message counts), by the
@@ -578,6 +587,6 @@ def message_counts(result: AssemblyResult | None, n: int, offset: int = 0) -> li
         return counts
     for seg in originals(result.segments):   # the segment objects, not per-call copies
         i = seg.seq - offset if seg.seq is not None else -1
-        if seg.kind in ("message", "system") and 0 <= i < n:
+        if seg.kind in ("message", "system", "image") and 0 <= i < n:   # a message's images count as its tokens
             counts[i] = (counts[i] or 0) + seg.token_count
     return counts

@@ -36,6 +36,7 @@ from .. import strict_json
 from ..errors import EditError, SessionFileError, WorkbenchError
 from ..home import workbench_home
 from ..sessions import SessionFile, parse_session
+from .content_parts import has_media, set_part_text, with_text
 
 ROLES = ("system", "user", "assistant", "tool", "developer")
 TEXT_FIELDS = ("role", "tool_call_id", "name")   # plain strings
@@ -316,10 +317,12 @@ class SessionDocument:
     def apply(self, op: dict, turn: int) -> Edit:
         """Apply one editor operation to the messages edited at `turn`:
         {"op": "set", "index": i, "field": "content"|"role"|"tool_calls"|"tool_call_id"|"name", "value": ...}
+        ({"part": k} with "content": the text of content part k, a list's text part)
         {"op": "insert", "index": i, "message": {...}}   {"op": "delete", "index": i}
         {"op": "move", "index": i, "to": j}
         `content` and `tool_calls` may come as JSON text ({"json": true}); an empty value removes
-        an optional field."""
+        an optional field. Text set as the content of a message whose content holds images, audio
+        or files goes into its text part: those parts are never dropped (content_parts.py)."""
         # Copy on write: the list and the edited message are new objects, so a request handed out
         # before (which an assembler Session compares the next one with) never changes under it.
         target = self._target(turn)
@@ -335,7 +338,7 @@ class SessionDocument:
 
         if kind == "set":
             i, name, value = index(), op.get("field"), op.get("value")
-            edit = self._set(msgs, i, name, value, bool(op.get("json")))
+            edit = self._set(msgs, i, name, value, bool(op.get("json")), op.get("part"))
             first = i
         elif kind == "insert":
             i = index(limit=n + 1)
@@ -386,10 +389,17 @@ class SessionDocument:
         self.data, self.is_log, self._cuts, self.dirty = data, "requests" in data, None, True
         return Edit(1, True)
 
-    def _set(self, msgs: list, i: int, name: Any, value: Any, as_json: bool) -> bool:
+    def _set(self, msgs: list, i: int, name: Any, value: Any, as_json: bool, part: Any = None) -> bool:
         where = f"messages[{i}].{name}"
         if not isinstance(msgs[i], dict):
             raise EditError(f"messages[{i}] is not an object", hint="delete it and add a new message")
+        if name == "content" and part is not None:
+            new = set_part_text(msgs[i].get("content"), part, value, f"{where}[{part!r}]")
+            msgs[i] = {**msgs[i], "content": new}
+            return False
+        if name == "content" and not as_json and isinstance(value, str) and has_media(msgs[i].get("content")):
+            msgs[i] = {**msgs[i], "content": with_text(msgs[i]["content"], value, where)}
+            return False
         m = msgs[i] = dict(msgs[i])
         if name == "content":
             if as_json:

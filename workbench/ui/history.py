@@ -73,7 +73,7 @@ class History:
                now: float | None = None) -> Step:
         """An edit applied at `turn`: `before` and `after` are its messages lists."""
         now = time.monotonic() if now is None else now
-        key = (turn, op.get("index"), op.get("field")) if op.get("op") == "set" and \
+        key = (turn, op.get("index"), op.get("field"), op.get("part")) if op.get("op") == "set" and \
             op.get("field") in TEXT_FIELDS else None
         self.redo_steps = []
         last = self.undo_steps[-1] if self.undo_steps else None

@@ -24,14 +24,19 @@ CSS = """
 .wb-diff-after { background: #fff8c5; }
 .wb-causes { font-family: system-ui, sans-serif; font-size: 12.5px; }
 .wb-not-computed { font-family: system-ui, sans-serif; font-size: 13px; color: #b42318; padding: 6px 0; }
+.wb-model-note { font-family: system-ui, sans-serif; font-size: 12px; line-height: 1.4; }
+.wb-estimate { font-family: system-ui, sans-serif; font-size: 12px; color: #9a6700; background: #fff8c5;
+  border: 1px solid #d4a72c; border-radius: 4px; padding: 1px 6px; margin: 2px 0; }
+.wb-estimate summary { cursor: pointer; }
 """
 
 
 SUMMARY_CODES = ("empty_render", "no_messages")   # diagnostics the summary line repeats
 
 
-def header_html(h: dict[str, Any]) -> str:
-    """The one-line summary, from a token-view patch's header."""
+def header_html(h: dict[str, Any], estimate: str = "") -> str:
+    """The one-line summary, from a token-view patch's header; `estimate`: the chosen model's
+    estimate label below it (model_choice.estimate_html), for models whose counts are not exact."""
     b = h["budget"]
     over = f" · <b>over by {-b['free']}</b>" if b["free"] < 0 else f" · {b['free']} free"
     dropped = f" · truncation dropped {len(h['dropped'])} message(s)" if h["dropped"] else ""
@@ -41,7 +46,7 @@ def header_html(h: dict[str, Any]) -> str:
     return (f'<div class="wb-app-header"><b class="wb-total">{h["total_tokens"]} tokens</b> · '
             f'{h["reused_segments"]} of {h["segments"]} segments reused · budget {b["used"]}/{b["input_budget"]}'
             f'{over}{dropped}{said} · {escape(h["template"])} / {escape(h["tokenizer"])} · '
-            f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>')
+            f'{h["timings_ms"].get("total", 0.0):.1f} ms</div>{estimate}')
 
 
 def not_computed_html(error: str) -> str:

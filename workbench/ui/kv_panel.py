@@ -1,6 +1,7 @@
 """The KV panel, shared by both hosts (HTML strings and a Plotly figure dict, no UI library):
 
-- the paged view of the session under a named model shape: per turn the prompt's blocks, the full
+- the paged view of the session under a model shape (the chosen catalog model's, else a named one,
+  Llama-3-8B by default, which the view then says: model_choice.KVChoice): per turn the prompt's blocks, the full
   blocks shared with what a vLLM-style cache already holds (from the vLLM simulation over every
   turn: its cached tokens are the shared full blocks), and the KV bytes: this prompt's and all the
   session's distinct blocks so far;
@@ -28,7 +29,7 @@ def _mib(n: float) -> str:
 
 
 def paged_rows(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG) -> list[dict[str, Any]]:
-    cfg = config if isinstance(config, KVConfig) else KV_CONFIGS[config]
+    cfg = _config(config)
     sim = next((s for s in panels.simulations if s.provider == "vllm"), None)
     if sim is None:
         return []
@@ -45,16 +46,26 @@ def paged_rows(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG) -> 
     return rows
 
 
-def kv_html(panels: "Panels | None", config: str = DEFAULT_KV_CONFIG,
-            prefill: "tuple[PrefillReport, PrefillReport, dict] | None" = None, note: str = "") -> str:
+def _config(config: str | KVConfig) -> KVConfig:
+    return config if isinstance(config, KVConfig) else KV_CONFIGS[config]
+
+
+def kv_html(panels: "Panels | None", config: str | KVConfig = DEFAULT_KV_CONFIG,
+            prefill: "tuple[PrefillReport, PrefillReport, dict] | None" = None, note: str = "",
+            shape_note: str = "") -> str:
+    """`shape_note`: what to say about the shape (model_choice.KVChoice.note: a stand-in for a model
+    whose own is not public, a sliding window's or MLA's caveat)."""
     if panels is None:
         return '<div class="wb-kv">computing every turn…</div>'
-    cfg = KV_CONFIGS[config]
+    cfg = _config(config)
     rows = paged_rows(panels, cfg)
     turn = next((r for r in rows if r["turn"] == panels.turn), rows[-1] if rows else None)
     parts = ['<div class="wb-kv">']
-    parts.append(f"<p><b>{escape(cfg.name)}</b>: {cfg.layers} layers × {cfg.kv_heads} KV heads × {cfg.head_dim} "
-                 f"head dim × 2 (K, V) × {cfg.dtype_bytes} bytes = <b>{cfg.bytes_per_token:,} bytes per token</b>.")
+    if shape_note:
+        parts.append(f'<p class="wb-kv-shape-note wb-muted">{escape(shape_note)}</p>')
+    parts.append(f"<p><b class=\"wb-kv-shape\">{escape(cfg.name)}</b>: {cfg.layers} layers × {cfg.kv_heads} KV heads × "
+                 f"{cfg.head_dim} head dim × 2 (K, V) × {cfg.dtype_bytes} bytes = "
+                 f"<b>{cfg.bytes_per_token:,} bytes per token</b>.")
     if turn is not None:
         parts.append(f" Turn {turn['turn']}: {turn['tokens']:,} tokens = {_mib(turn['kv_bytes'])} of KV in "
                      f"{turn['blocks']:,} blocks of 16, {turn['shared_blocks']:,} of them shared with the "
@@ -85,8 +96,9 @@ def kv_html(panels: "Panels | None", config: str = DEFAULT_KV_CONFIG,
     return "".join(parts)
 
 
-def kv_figure(panels: "Panels | None", config: str = DEFAULT_KV_CONFIG) -> dict[str, Any]:
-    rows = paged_rows(panels, config) if panels is not None else []
+def kv_figure(panels: "Panels | None", config: str | KVConfig = DEFAULT_KV_CONFIG) -> dict[str, Any]:
+    cfg = _config(config)
+    rows = paged_rows(panels, cfg) if panels is not None else []
     turns = [r["turn"] for r in rows]
     return {"data": [
         {"type": "bar", "name": "shared blocks (reused)", "x": turns, "y": [r["shared_blocks"] for r in rows],
@@ -96,7 +108,7 @@ def kv_figure(panels: "Panels | None", config: str = DEFAULT_KV_CONFIG) -> dict[
         {"type": "scatter", "mode": "lines", "name": "KV held, MiB", "x": turns, "yaxis": "y2",
          "y": [round(r["held_bytes"] / 2**20, 2) for r in rows], "line": {"color": "#57606a"}}],
         "layout": {"barmode": "stack", "height": 300, "margin": {"l": 50, "r": 60, "t": 30, "b": 40},
-                   "title": {"text": f"KV blocks per turn ({config}, block 16)", "font": {"size": 13}},
+                   "title": {"text": f"KV blocks per turn ({cfg.name}, block 16)", "font": {"size": 13}},
                    "xaxis": {"title": {"text": "turn"}}, "yaxis": {"title": {"text": "blocks"}},
                    "yaxis2": {"title": {"text": "MiB"}, "overlaying": "y", "side": "right"},
                    "legend": {"orientation": "h", "y": -0.25}}}

@@ -72,6 +72,7 @@ class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     format = _traitlets.Unicode("openai").tag(sync=True)
     error = _traitlets.Dict().tag(sync=True)
     counts = _traitlets.List().tag(sync=True)          # each message's tokens in the prompt shown
+    parts = _traitlets.List().tag(sync=True)           # per message: None, or its text parts and media chips
 
     def __init__(self, on_op: Any = None, data: dict | None = None, **kw: Any):
         super().__init__(**(data or {}), **kw)
@@ -239,12 +240,12 @@ class Workbench:
     `select_turn`) update them before they return, for scripted notebooks."""
 
     def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None,
-                 shared: Any = None):
-        from ..templates import shipped_names
-        from ..tokenizers import names as tokenizer_names
+                 shared: Any = None, model: str | None = None):
+        from ..errors import WorkbenchError
         from .controller import Controller
         from .document import SessionDocument
-        from .state import AUTO, WorkbenchState
+        from .model_picker import NotebookPickers
+        from .state import WorkbenchState
 
         W = require("ipywidgets", "the notebook widgets")
         self._W = W
@@ -258,13 +259,20 @@ class Workbench:
             from .sharing import apply_shared
             apply_shared(self.state, shared)
         self.controller = Controller(self.state, _NotebookHost(self), background=True)
+        if model is not None:        # a catalog model: an unknown name is said under the picker
+            try:
+                self.state.choose(model=model)
+            except WorkbenchError as exc:    # ModelNotFoundError: shown inline, the widget opens
+                self.state.model_error = str(exc)
         s = self.state
         self.session_select = W.Dropdown(description="Session", options=list(s.samples.items()),
                                          value=s.doc.path if s.doc.path in s.samples.values() else None)
         self.turn_select = W.Dropdown(description="Turn", options=self._turns(), value=s.turn)
-        self.template_select = W.Dropdown(description="Template", options=shipped_names(), value=s.template)
-        self.tokenizer_select = W.Dropdown(description="Tokenizer", options=[AUTO, *tokenizer_names()],
-                                             value=s.tokenizer)
+        # The model, template and tokenizer pickers, and the KV tab's shape (model_picker.py).
+        self.pickers = NotebookPickers(self.controller)
+        self.model_select, self.template_select = self.pickers.model, self.pickers.template
+        self.tokenizer_select, self.kv_config = self.pickers.tokenizer, self.pickers.kv
+        self.pickers.on_choice = self._chosen
         self.editor = MessageEditor(self.controller.op, self.controller.editor_data())
         from .budget_controls import NotebookBudgetControls
         self.budget_controls = NotebookBudgetControls(self.controller)
@@ -280,9 +288,7 @@ class Workbench:
         self.cache = W.HTML("computing every turn…")
         self.cache_chart = None
         self.diff = W.HTML()
-        from ..engine.kv import KV_CONFIGS
-        from .kv_panel import DEFAULT_KV_CONFIG, kv_html
-        self.kv_config = W.Dropdown(description="KV shape", options=list(KV_CONFIGS), value=DEFAULT_KV_CONFIG)
+        from .kv_panel import kv_html
         self.kv_run = W.Button(description="Prefill this turn (synthetic tiny, CPU)",
                                layout=W.Layout(width="auto"))
         self.kv_cancel = W.Button(description="Cancel the prefill", layout=W.Layout(width="auto", display="none"))
@@ -312,10 +318,7 @@ class Workbench:
         self.turn_select.observe(lambda c: not self._quiet and c["new"] and c["new"] != s.turn and
                                  self.controller.select_turn(c["new"]),
                                  "value")
-        self.template_select.observe(lambda c: self.controller.choose(template=c["new"]), "value")
-        self.tokenizer_select.observe(lambda c: self.controller.choose(tokenizer=c["new"]), "value")
-        self.custom.observe(lambda c: c["new"] != s.custom_source and self.controller.choose(custom_source=c["new"]),
-                            "value")
+        self.custom.observe(lambda c: c["new"] != s.custom_source and self._custom(c["new"]), "value")
         self.tools.observe(lambda c: self._on_json("tools", c["new"], self.tools_error), "value")
         self.variables.observe(lambda c: self._on_json("variables", c["new"], self.variables_error), "value")
         self.kv_config.observe(lambda _c: self._show_kv(), "value")
@@ -364,7 +367,8 @@ class Workbench:
         self.undo_button, self.redo_button = W.Button(description="↶ Undo"), W.Button(description="↷ Redo")
         self.undo_button.on_click(lambda _b: self.undo())
         self.redo_button.on_click(lambda _b: self.redo())
-        left = W.VBox([self.session_select, self.turn_select, self.template_select, self.tokenizer_select,
+        left = W.VBox([self.session_select, self.model_select, self.pickers.note, self.turn_select,
+                       self.template_select, self.tokenizer_select,
                        self.budget_controls.layout, W.HBox([self.undo_button, self.redo_button]), self.editor, extra],
                       layout=W.Layout(width="40%"))
         right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, self.panels_status,
@@ -409,7 +413,9 @@ class Workbench:
 
     # scripted use -----------------------------------------------------------------------------------
     def edit(self, index: int, text: str) -> AssemblyResult | None:
-        """Set message `index`'s text (of the selected turn's list), and update the views."""
+        """Set message `index`'s text (of the selected turn's list), and update the views. A message
+        whose content holds images, audio or files keeps them: the text goes into its text part
+        (`apply({"op": "set", ..., "part": k})` names one where there are several)."""
         return self.apply({"op": "set", "index": index, "field": "content", "value": text})
 
     def apply(self, op: dict) -> AssemblyResult | None:
@@ -420,7 +426,32 @@ class Workbench:
         return result
 
     def choose(self, **choices: Any) -> AssemblyResult | None:
-        return self._sync(lambda: self.controller.choose(**choices))
+        """Switch `model` (a catalog name, "" for none: it sets template, tokenizer, window, KV shape
+        and image rule), `template`, `tokenizer` or `custom_source`, and update the views. An unknown
+        model is shown under the picker (ModelNotFoundError, with the closest names; also
+        `model_error`) and changes nothing."""
+        result = self._sync(lambda: self.controller.choose(**choices))
+        self.pickers.show()
+        self._chosen()
+        return result
+
+    @property
+    def model(self) -> Any:
+        """The chosen catalog model (a ModelEntry), or None."""
+        return self.state.model
+
+    @property
+    def model_error(self) -> str:
+        """Why the last model name was refused ('' when it applied)."""
+        return self.state.model_error
+
+    def _chosen(self) -> None:
+        """A model, template or tokenizer was chosen: the KV tab's shape and the summary line follow."""
+        from .html import header_html
+        from .model_choice import estimate_html
+        self._show_kv()
+        if self.view.header:
+            self.header.value = header_html(self.view.header, estimate_html(self.state.model))
 
     def select_turn(self, turn: int) -> AssemblyResult | None:
         return self._sync(lambda: self.controller.select_turn(turn))
@@ -625,10 +656,10 @@ class Workbench:
 
     def _show_kv(self, note: str = "") -> None:
         from .kv_panel import kv_figure, kv_html
-        p = self.controller.last_panels
-        self.kv.value = kv_html(p, self.kv_config.value, self._prefill[1] if self._prefill else None, note)
+        p, kv = self.controller.last_panels, self.pickers.kv_choice()
+        self.kv.value = kv_html(p, kv.config, self._prefill[1] if self._prefill else None, note, kv.note)
         if self.kv_chart is not None:
-            _replace_figure(self.kv_chart, kv_figure(p, self.kv_config.value))
+            _replace_figure(self.kv_chart, kv_figure(p, kv.config))
 
     def wait(self, timeout: float = 60.0) -> Any:
         """Compute the cache panel, prefix diff and teaching steps now (also what a background run
@@ -660,6 +691,11 @@ class Workbench:
         except Exception as exc:  # noqa: BLE001 - shown inline, the widget keeps running
             self._show_error(str(exc))
         self._compare_options()      # a snapshot pinned from the other session is not offered
+        self.pickers.show()          # the note offers the model the new session's requests name
+
+    def _custom(self, source: str) -> None:
+        self.controller.choose(custom_source=source)
+        self.pickers.show()          # a custom template overrides the model's: the note says so
 
     def _on_json(self, name: str, text: str, out: Any) -> None:
         if text == self.state.field_text(name):
@@ -685,7 +721,8 @@ class Workbench:
     def _show_summary(self, result: AssemblyResult) -> None:
         from .charts import budget_figure
         from .html import diagnostics_html, header_html
-        self.header.value = header_html(self.view.header)
+        from .model_choice import estimate_html
+        self.header.value = header_html(self.view.header, estimate_html(self.state.model))
         if self.budget is not None:
             _replace_figure(self.budget, budget_figure(result, self.state.overflow))
         self.budget_controls.show()
@@ -731,7 +768,7 @@ class Workbench:
         if "diff" in panels.parts:
             self.diff.value = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.fix_bar.update(panels.prefix_diff)
-            if self.teach.load(panels, panels.previous):
+            if self.teach.load(panels, panels.previous, self.pickers.kv_choice()):
                 self._teach(0)
 
     def _show_panels_failed(self, error: str) -> None:

@@ -3,9 +3,11 @@ are in `workbench/share.py`).
 
 `shared_state(state)` is what a link or a notebook cell carries: the session's JSON object as it is
 being edited (its tools, variables, context window and reserve with it), its name as a label, the
-template or custom template, the tokenizer, the truncation policy and the selected turn.
-`apply_shared(state, shared)` puts a decoded one into a `WorkbenchState`: a new document with no
-path (the link carries content, never a file to read), the choices, the turn. A custom template
+catalog model (when one is chosen), the template or custom template, the tokenizer, the truncation
+policy and the selected turn. `apply_shared(state, shared)` puts a decoded one into a
+`WorkbenchState`: a new document with no path (the link carries content, never a file to read), the
+choices, the turn. A model name the catalog does not hold opens the rest of the state without a
+model, its error (with the closest names) kept in `state.model_error` for the page to show. A custom template
 from a link renders where a typed one does: in the isolated worker process
 (`WorkbenchState.assembler`).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import re
 
+from ..errors import ModelNotFoundError
 from ..share import MAX_LINK_CHARS, SharedState, decode, encode, link, notebook_cell, safe_name
 from .document import SessionDocument
 from .state import WorkbenchState
@@ -25,7 +28,8 @@ _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 def shared_state(state: WorkbenchState) -> SharedState:
     return SharedState(session=state.doc.data, name=state.doc.name, template=state.template,
                        tokenizer=state.tokenizer, custom_template=state.custom_source,
-                       turn=state.turn if state.turn != state.doc.turn_count else None, policy=state.policy)
+                       turn=state.turn if state.turn != state.doc.turn_count else None, policy=state.policy,
+                       model=state.model.id if state.model is not None else "")
 
 
 def share_text(state: WorkbenchState, *, max_chars: int = MAX_LINK_CHARS) -> str:
@@ -39,6 +43,13 @@ def apply_shared(state: WorkbenchState, shared: SharedState) -> None:
     doc = SessionDocument(copy.deepcopy(shared.session), None, safe_name(shared.name))
     state.restored_at = None
     state.open(doc)
+    # The link's model first ("" none: a link made before models, or without one), then its template
+    # and tokenizer (the model's own, or chosen by hand over it).
+    try:
+        state.choose(model=shared.model)
+    except ModelNotFoundError as exc:
+        state.choose(model="")
+        state.model_error = f"this link's model: {exc}"
     state.choose(template=shared.template, tokenizer=shared.tokenizer, custom_source=shared.custom_template)
     state.set_budget(policy=shared.policy)
     if shared.turn is not None:

@@ -29,6 +29,7 @@ from ..assembly import Assembler, Session
 from ..assembly.result import AssemblyResult
 from ..assets import sample_sessions
 from ..budget import DEFAULT_CONTEXT_WINDOW
+from ..catalog import ModelEntry, lookup
 from ..conversation import Conversation, ModelParams
 from ..errors import BudgetError, BudgetSettingError, EditError, WorkbenchError
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
@@ -51,6 +52,7 @@ from .budget_view import (
 from .charts import cache_figure, prefix_diff
 from .document import Autosave, Edit, SessionDocument, new_message, parse_json_field
 from .history import History, Step
+from .model_choice import KVChoice, kv_for, resolve_kv
 
 DEFAULT_SESSION = "support_chat.json"
 # The slower views' parts, cheapest first, and what each tab needs of them (both hosts' tab names):
@@ -110,6 +112,8 @@ class WorkbenchState:
         self.autosave = autosave
         self.template = template
         self.tokenizer = AUTO
+        self.model: ModelEntry | None = None          # a catalog model (model_choice.py); None: none chosen
+        self.model_error = ""                         # the last unknown model name's error, shown inline
         self.custom_source = ""
         self.policy = TruncationPolicy().strategy    # the truncation policy (budget_view.POLICIES)
         self.overflow: Overflow | None = None       # what the model will not see, struck in the token view
@@ -250,8 +254,17 @@ class WorkbenchState:
         self.turn = turn
 
     def choose(self, *, template: str | None = None, tokenizer: str | None = None,
-               custom_source: str | None = None) -> None:
-        """Switch template, tokenizer or custom template: every turn is assembled anew."""
+               custom_source: str | None = None, model: str | None = None) -> None:
+        """Switch model, template, tokenizer or custom template: every turn is assembled anew.
+        `model`: a catalog name (id, alias, the name after `org/`) sets the template, tokenizer,
+        window, KV shape and image rule together; "" none. It applies first, so a template or
+        tokenizer given with it overrides the model's. An unknown name raises ModelNotFoundError
+        (the closest names in its message) and changes nothing."""
+        entry = lookup(model) if model is not None and model.strip() else None
+        if model is not None:
+            self.model, self.model_error = entry, ""
+            if entry is not None:
+                self.template, self.tokenizer = entry.template, entry.tokenizer or AUTO
         if template is not None:
             self.template = template
         if tokenizer is not None:
@@ -260,20 +273,34 @@ class WorkbenchState:
             self.custom_source = custom_source
         self._drop_all()
 
+    def kv_choice(self, name: str | None = None) -> KVChoice:
+        """The KV shape the KV tab and Teach use: the chosen model's, else Llama-3-8B's (said so);
+        `name`: the one the KV tab's picker names instead."""
+        return kv_for(self.model) if name is None else resolve_kv(name, self.model)
+
+    def model_window(self) -> int | None:
+        """The window the choices give when the session file names none: the model's."""
+        return self.model.context_window if self.model is not None else None
+
     # assembly --------------------------------------------------------------------------------------
     def assembler(self, policy: str | None = None) -> Assembler:
         """The assembler of the current choices (`policy`: another truncation policy's, same otherwise)."""
-        cw = explicit_window(self.doc)
+        # The window: the session file's, else the model's (as `--model` on the command line).
+        cw = explicit_window(self.doc) or self.model_window()
         # The reserve is the request's max_tokens; the assembler carries it too, so that the export
         # bundle records it for requests that come without one.
         res = explicit_reserve(self.doc, self.turn)
         custom = self.custom_source.strip()
         policy = policy or self.policy
-        key = (self.template, self.tokenizer, custom, cw, res, policy)
+        model = self.model.id if self.model is not None else None
+        key = (self.template, self.tokenizer, custom, cw, res, policy, model)
         asm = self._assemblers.get(key)
         if asm is None:
             tok = None if self.tokenizer == AUTO else self.tokenizer
-            budget = dict(context_window=cw, reserve=res, truncation=truncation_policy(policy))
+            # A model also brings its image rule (the assembler's `model`, as `--model` gives it); the
+            # template and tokenizer are the pickers' (the model's, or chosen by hand over it).
+            budget = dict(context_window=cw, reserve=res, truncation=truncation_policy(policy),
+                          **({"model": model} if model is not None else {}))
             if custom:
                 # A custom template counts with the chosen tokenizer, else the selected template's.
                 # Typed in the box, reviewed by nobody: rendered in a worker process with a hard deadline.
@@ -293,7 +320,8 @@ class WorkbenchState:
         asm = self.assembler()
         res = explicit_reserve(self.doc, self.turn)
         win = asm.window(Conversation(messages=(), params=ModelParams(max_tokens=res)))
-        return BudgetSettings(win.context_window, window_source(self.doc, asm.template), explicit_window(self.doc),
+        return BudgetSettings(win.context_window, window_source(self.doc, asm.template, self.model),
+                              explicit_window(self.doc),
                               win.reserve, reserve_label(win.reserve_source), res, self.policy)
 
     def set_budget(self, *, context_window: Any = UNCHANGED, reserve: Any = UNCHANGED,
@@ -310,7 +338,8 @@ class WorkbenchState:
             truncation_policy(policy)
         # The template's model window, not through the assembler: the settings being fixed may be
         # the very ones that keep it from being built (a file whose max_tokens fills its window).
-        own = None if self.custom_source.strip() else get_template(self.template).context_window
+        own = self.model_window() or (
+            None if self.custom_source.strip() else get_template(self.template).context_window)
         window = cw or own or DEFAULT_CONTEXT_WINDOW
         if res is not None and res >= window:
             control = "reserve" if given_res else "context_window"

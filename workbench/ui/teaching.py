@@ -210,14 +210,15 @@ def _reuse_numbers(result: "AssemblyResult", previous: "AssemblyResult | None",
     return (n if d is None else d), len(held), d
 
 
-def _prefill(result: "AssemblyResult", reused: int, cfg: KVConfig) -> TeachingStep:
+def _prefill(result: "AssemblyResult", reused: int, cfg: KVConfig, kv_note: str = "") -> TeachingStep:
     total, bpt = result.total_tokens, cfg.bytes_per_token
     fresh = total - reused
     rows = [("prompt tokens", str(total), _size(total * bpt)),
             ("reusable from the previous turn", str(reused), _size(reused * bpt)),
             ("to prefill with a prefix cache", str(fresh), _size(fresh * bpt))]
+    note = f'<p class="wb-t-muted wb-t-kv-note">{escape(kv_note)}</p>' if kv_note else ""
     body = (f"<p>{escape(cfg.name)}: {cfg.layers} layers × {cfg.kv_heads} KV heads × head dim {cfg.head_dim} × 2 "
-            f"(K and V) × {cfg.dtype_bytes} bytes = <b>{bpt} bytes per token</b> ({_size(bpt)}).</p>"
+            f"(K and V) × {cfg.dtype_bytes} bytes = <b>{bpt} bytes per token</b> ({_size(bpt)}).</p>{note}"
             + _table(rows, ("", "tokens", "KV cache")))
     summary = (f"Prefill runs the model over the prompt and keeps a key and a value per layer for every token "
                f"({_size(bpt)} per token for {cfg.name}): {fresh} of {total} tokens must be prefilled, {reused} "
@@ -225,7 +226,7 @@ def _prefill(result: "AssemblyResult", reused: int, cfg: KVConfig) -> TeachingSt
                "prefill; the KV tab runs a real prefill and measures it.")
     return _step("prefill", "Prefill and KV cache", summary, body,
                  {"prompt_tokens": total, "reusable_tokens": reused, "prefill_tokens": fresh,
-                  "kv_config": cfg.name, "kv_bytes_per_token": bpt, "kv_bytes_prompt": total * bpt,
+                  "kv_config": cfg.name, "kv_note": kv_note, "kv_bytes_per_token": bpt, "kv_bytes_prompt": total * bpt,
                   "kv_bytes_prefill": fresh * bpt})
 
 
@@ -257,12 +258,14 @@ def _reuse(result: "AssemblyResult", previous: "AssemblyResult | None", analysis
 
 def teaching_steps(result: "AssemblyResult", *, tokenizer: "Tokenizer", template_source: str | None = None,
                    previous: "AssemblyResult | None" = None, analysis: "TurnAnalysis | None" = None,
-                   kv_config: str | KVConfig | None = None) -> list[TeachingStep]:
-    """The seven steps (STEP_KEYS) for one assembled prompt; `previous` and `analysis` tell the reuse story."""
+                   kv_config: str | KVConfig | None = None, kv_note: str = "") -> list[TeachingStep]:
+    """The seven steps (STEP_KEYS) for one assembled prompt; `previous` and `analysis` tell the reuse
+    story; `kv_config` is the model's KV shape (Llama-3-8B's when none is given), `kv_note` what the
+    prefill step says about it (model_choice.KVChoice: a stand-in for a shape that is not public)."""
     cfg = _kv(kv_config)
     reused, held, d = _reuse_numbers(result, previous, analysis)
     return [_messages(result), _template(result, template_source), _text(result, tokenizer),
-            _tokens(result, tokenizer), _budget(result), _prefill(result, reused, cfg),
+            _tokens(result, tokenizer), _budget(result), _prefill(result, reused, cfg, kv_note),
             _reuse(result, previous, analysis, reused, held, d)]
 
 
@@ -303,15 +306,18 @@ class StepThrough:
         self.steps: list[TeachingStep] = []
         self.index = 0
 
-    def load(self, panels: Any, previous: AssemblyResult | None) -> bool:
+    def load(self, panels: Any, previous: AssemblyResult | None, kv: Any = None) -> bool:
         """The steps of the panels' turn (`previous`: the turn before it); False while the panels
-        hold no analysis yet."""
+        hold no analysis yet. `kv`: the KV shape to tell the prefill with (a model_choice.KVChoice:
+        the chosen model's; None: Llama-3-8B's)."""
         if panels.analysis is None:
             return False
         asm = panels.assembler
         self.steps = teaching_steps(panels.analysis.result, tokenizer=asm.tokenizer,
                                     template_source=getattr(asm.template, "source", None),
-                                    previous=previous, analysis=panels.analysis)
+                                    previous=previous, analysis=panels.analysis,
+                                    kv_config=kv.config if kv is not None else None,
+                                    kv_note=kv.note if kv is not None else "")
         self.index = max(0, min(self.index, len(self.steps) - 1))
         return True
 

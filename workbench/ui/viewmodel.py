@@ -10,7 +10,10 @@ tokens they moved, so only the new segments travel. So the bytes per update foll
 segments, not the prompt. A new segment that takes the place of one the front end holds (an
 edited message) travels as the change alone when its tokens at both ends are the same: `from`
 names the old one, `head` and `tail` count the tokens kept, `chars` the characters they spell, and
-the text and the tokens are those between. `labels` names, by index among a segment's tokens sent,
+the text and the tokens are those between. An image segment (kind `image`, a vision template's image
+tokens) carries `image`: its entry in the result's `images()` (size, tokens, where it came from,
+digest), so the page shows it as one block rather than hundreds of placeholder tokens; it always
+travels whole. `labels` names, by index among a segment's tokens sent,
 those that hold part of a character (an emoji split in two) as their bytes, `<0xF0><0x9F>`.
 Ends are in UTF-16 units (the page's strings count a character past U+FFFF as two). No UI library is imported here.
 """
@@ -145,11 +148,17 @@ class TokenViewModel:
         keep = first_difference(self.sent, keys)
         runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
+        images: dict[Any, dict[str, Any]] | None = None
         for s, old in zip(fresh, self._replaced(runs, keep, len(fresh))):
             meta: dict[str, Any] = {"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
                                     "end": s.end, "source": s.source}
             if id(s) in struck:
                 meta["struck"] = struck[id(s)]
+            if s.kind == "image":
+                if images is None:    # only when a new segment is an image: a keystroke elsewhere pays nothing
+                    images = image_index(overflow.full if overflow is not None else result)
+                meta["image"] = image_meta(s, images)
+                old = None            # shown as one block: never sent as a change of its tokens
             s_ids, s_ends = np.asarray(s.token_ids, dtype="<u4"), self._token_ends(s)
             change = self._change(self._segs[old], s, s_ids, s_ends) if old is not None else None
             if change is not None:
@@ -310,6 +319,24 @@ class PatchFeed:
         raise NotImplementedError
 
     patches_sent: list[int]
+
+
+def image_index(result: "AssemblyResult") -> dict[Any, dict[str, Any]]:
+    """The result's images (`AssemblyResult.images()`), by (start, digest) and by digest alone."""
+    out: dict[Any, dict[str, Any]] = {}
+    for img in result.images():
+        out[(img["start"], img["digest"])] = img
+        out.setdefault(img["digest"], img)
+    return out
+
+
+def image_meta(seg: Segment, images: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """What the token view says about an image segment, from the result's own `images()` entry: its
+    size, its tokens (this segment's), where the part came from, its digest, and how it was counted."""
+    found = images.get((seg.start, seg.media)) or images.get(seg.media) or {}
+    return {"width": found.get("width"), "height": found.get("height"), "tokens": seg.token_count,
+            "where": found.get("where"), "digest": seg.media, "size_assumed": bool(found.get("size_assumed")),
+            "detail": found.get("detail"), "rule": found.get("rule")}
 
 
 def model_for(model: "TokenViewModel | None", tokenizer: "Tokenizer") -> "TokenViewModel":
