@@ -211,3 +211,20 @@ def test_separated_result_at_the_boundary() -> None:
         r = s.assemble(req)
         same(r, a.assemble(req))
     assert sum(d.code == "tool_result_separated" for d in r.diagnostics) == 2
+
+
+def test_an_edit_the_template_trims_away_gets_its_diagnostic_again():
+    """Found by the truncation property (llama3): an earlier user message edited only by a trailing
+    newline renders to the same text, so its segment is reused, but the template now trims it: the
+    incremental result says so, as a cold assembly does."""
+    asm = Assembler(template="llama3", cache=None)
+    session = asm.session()
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"},
+            {"role": "assistant", "content": "Hi."}, {"role": "user", "content": "How are you?"}]
+    session.assemble({"messages": msgs})
+    edited = [msgs[0], {"role": "user", "content": "Hello there\n"}, *msgs[2:],
+              {"role": "assistant", "content": "Fine."}, {"role": "user", "content": "Good."}]
+    inc, cold = session.assemble({"messages": edited}), asm.assemble({"messages": edited})
+    same(inc, cold)
+    assert inc.reused_segments > 0
+    assert any(d.code == "content_trimmed" and d.seq == 1 for d in inc.diagnostics)

@@ -250,6 +250,14 @@ def _join(ctx: BuildContext, prev: Prior, ask: _Ask, i_cut: int, tail: _Tail) ->
     shifted = [Segment(s.kind, s.role, s.seq, s.text, s.token_ids, s.start + n0, s.end + n0, s.char_start + c0,
                        s.char_end + c0, media=s.media) for s in fresh]
     kept = _kept_diagnostics(ctx, prev, conv, i_cut, tail)
+    # A message that changed but renders to the same text (Llama trims the whitespace an edit added)
+    # keeps its segment, not its old diagnostics: what the template did to it is looked at again.
+    first_seq = tail.msgs[0].sequence if tail.msgs else None
+    changed = [m for m in conv.messages[ask.first_change:] if first_seq is None or m.sequence < first_seq]
+    if changed:
+        seqs = {m.sequence for m in changed}
+        kept = [d for d in kept if d.seq not in seqs] + \
+            [d for d in _inspect_whole(ctx, prev, i_cut, tail, changed) if d.seq is not None]
     text = LazyText(prev.text_source, c0, tail.text) if len(tail.text) * 8 < c0 else _text(prev)[:c0] + tail.text
     segments = SegmentList(orig[:i_cut] + shifted, i_cut, ask.tier or "local")
     return Built(conv, text, segments, ids, tuple(kept + diags), (), tail.render_ms, tokenize_ms, inspected=True,
