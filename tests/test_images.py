@@ -351,3 +351,20 @@ def test_a_text_only_template_chosen_over_a_vision_model_leaves_images_out_and_s
     codes = {d.code for d in r.diagnostics}
     assert {"template_places_no_images", "media_not_rendered"} <= codes
     assert not r.images() and "[{'type'" not in r.text and "Look" in r.text
+
+
+def test_the_engine_never_reuses_one_images_kv_for_another_of_the_same_size():
+    """A real prefill (tiny synthetic model, CPU): the KV is held by content ids, so the next turn with
+    the same image reuses past it, and with another image of the same size stops before it."""
+    from workbench.engine.engine import Engine
+    engine = Engine.load("tiny", vocab_size=VL.tokenizer.vocab_size)
+    a = [VL.assemble(r) for r in _session([(10, 20, 30)], 112, 112)]
+    b = [VL.assemble(r) for r in _session([(200, 100, 50)], 112, 112)]
+    img = next(s for s in b[1].segments if s.kind == "image")
+    engine.prefill(a[0].token_ids, keys=a[0].content_ids())
+    same = engine.prefill(a[1].token_ids, keys=a[1].content_ids())
+    engine.clear()
+    engine.prefill(a[0].token_ids, keys=a[0].content_ids())
+    other = engine.prefill(b[1].token_ids, keys=b[1].content_ids())
+    assert other.reused_tokens <= img.start < img.end <= same.reused_tokens
+    assert np.array_equal(a[1].token_ids, b[1].token_ids)    # the ids alone could not tell them apart

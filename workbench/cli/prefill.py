@@ -99,7 +99,8 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     n = len(session.turns)
     for k, t in enumerate(session.turns, 1):
         result = sess.assemble(prepare(t))
-        r = engine.prefill(result.token_ids, baseline=args.baseline, top_k=args.top_k if k == n else 0,
+        r = engine.prefill(result.token_ids, keys=result.content_ids(), baseline=args.baseline,
+                           top_k=args.top_k if k == n else 0,
                            tokenizer=tok)
         turns.append({"turn": k, **r.to_json()})
         if not args.json:

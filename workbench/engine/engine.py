@@ -88,14 +88,20 @@ class Engine:
 
     def prefill(self, ids: np.ndarray, *, reuse: bool = True, baseline: bool = False, top_k: int = 0,
                 tokenizer: Any = None, chunk: int | None = None, check: Callable[[], None] | None = None,
-                progress: Progress | None = None) -> PrefillReport:
+                progress: Progress | None = None, keys: np.ndarray | None = None) -> PrefillReport:
         """Run the model over prompt `ids`, reusing the longest cached prefix (at least the last
         token is always run: its logits are the answer). Holds the prompt's KV afterwards. `chunk`:
         tokens per forward pass (default `default_chunk`, 0: one pass); `check()` runs between
         chunks and may raise Cancelled (nothing of this prompt is then held); `progress(pass, done,
-        total)` after each chunk."""
+        total)` after each chunk. `keys`: what the KV is held and looked up by, when not the ids
+        themselves — `AssemblyResult.content_ids()`, where an image's tokens stand for its content,
+        so that the KV of one image is never reused for another of the same size (as vLLM keys
+        its blocks by the image's hash)."""
         ids = np.asarray(ids, dtype=np.uint32)
         n = len(ids)
+        held = ids if keys is None else np.asarray(keys, dtype=np.uint32)
+        if len(held) != n:
+            raise EngineError(f"{len(held)} keys for {n} prompt tokens", hint="pass result.content_ids()")
         if n == 0:
             raise EngineError("the prompt is empty")
         if self.m.window and n > self.m.window:
@@ -106,7 +112,7 @@ class Engine:
             raise EngineError(f"token id {top_id} is outside the model's vocabulary of {self.m.vocab_size}",
                               hint="use the model's own tokenizer")
         reused = 0
-        match = self.cache.match(ids) if reuse else None
+        match = self.cache.match(held) if reuse else None
         if match is not None:
             reused = min(match.length, n - 1)
         step = default_chunk(self.m.device) if chunk is None else chunk
@@ -115,7 +121,7 @@ class Engine:
                                            "prefill")
             layers = [(layer.keys, layer.values) for layer in out.cache.layers]
             kv_bytes = sum(int(k.nbytes) + int(v.nbytes) for k, v in layers)
-            self.cache.insert(ids, layers)
+            self.cache.insert(held, layers)
             base = None
             if baseline:
                 base = self._forward_chunks(ids, self._cache_from(None, 0), step, check, progress, "baseline")[1]

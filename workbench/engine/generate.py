@@ -59,20 +59,25 @@ class GenerateReport:
 def generate(engine: Any, ids: np.ndarray, max_new_tokens: int, *, stop_ids: Iterable[int] = (),
              temperature: float = 0.0, seed: int = 0, reuse: bool = True, tokenizer: Any = None,
              suppress_ids: Iterable[int] = (), check: Callable[[], None] | None = None,
-             on_token: Callable[[np.ndarray], None] | None = None) -> GenerateReport:
+             on_token: Callable[[np.ndarray], None] | None = None, keys: np.ndarray | None = None) -> GenerateReport:
     """The next reply to prompt `ids` on `engine` (an engine.Engine: typed loosely, since the Engine
     imports this module for its `generate` method). `stop_ids`: end-of-turn ids (the first one generated ends the
     reply). `suppress_ids`: ids never generated (a synthetic model's control tokens). `check`, called
-    before each decode step, may raise Cancelled; `on_token(new_ids)` sees the reply grow."""
+    before each decode step, may raise Cancelled; `on_token(new_ids)` sees the reply grow. `keys`: what
+    the prompt's KV is held and looked up by when not its ids (`AssemblyResult.content_ids()`: an image
+    as its content, see Engine.prefill)."""
     ids = _checked_prompt(engine, ids, max_new_tokens)
+    lookup = ids if keys is None else np.asarray(keys, dtype=np.uint32)
+    if len(lookup) != len(ids):
+        raise EngineError(f"{len(lookup)} keys for {len(ids)} prompt tokens", hint="pass result.content_ids()")
     n, torch = len(ids), engine.torch
     limit = _vocab_limit(engine, tokenizer)
     stops = {int(i) for i in stop_ids}
     mask = _suppression(torch, limit, suppress_ids, stops)
     gen = torch.Generator().manual_seed(int(seed))
     held = getattr(engine, "held_ids", None)
-    common = first_difference(held, ids) if held is not None else 0
-    match = engine.cache.match(ids) if reuse else None
+    common = first_difference(held, lookup) if held is not None else 0
+    match = engine.cache.match(lookup) if reuse else None
     reused = min(match.length, n - 1) if match is not None else 0
     out: list[int] = []
     with device_errors(engine.m.device, f"generation after a prompt of {n} tokens"):
@@ -96,7 +101,7 @@ def generate(engine: Any, ids: np.ndarray, max_new_tokens: int, *, stop_ids: Ite
                 finish = "stop"
                 break
         decode_ms = (time.perf_counter() - t0) * 1e3
-        full = np.concatenate([ids, np.asarray(out, dtype=np.uint32)])
+        full = np.concatenate([lookup, np.asarray(out, dtype=np.uint32)])
         engine.cache.insert(full, [(layer.keys, layer.values) for layer in cache.layers])
     engine.held_ids = full
     new = np.asarray(out, dtype=np.uint32)
