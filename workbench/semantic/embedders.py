@@ -14,12 +14,12 @@
   text, least recently used dropped past a cap): the app's Semantic tab embeds a session once, and
   after an edit only the texts that changed.
 
-A text's vector is a function of the text alone, whatever it is embedded with: USE embeds one text
-at a time (batched, its sums run in another order), MiniLM embeds texts of one token length
-together, never padded (padding changes the order of the float sums, so a
-text batched with a longer one differs in the last bits from the same text alone). So a vector
-kept from an earlier call equals a fresh one bit for bit, and a decision made from kept vectors
-equals a fresh decision.
+A text's vector is a function of the text alone, whatever it is embedded with: USE and MiniLM
+embed one text at a time. Batched, the sums run in another order: padding changes them, and even
+texts of one token length batched together differ in the last bits from the same text alone on
+some CPUs (seen on an AVX-512 Xeon, 1.7e-7: the matrix kernels block a taller matrix otherwise).
+So a vector kept from an earlier call equals a fresh one bit for bit, and a decision made from kept
+vectors equals a fresh decision. The price, for MiniLM: 40 short texts in 0.35 s instead of 0.11 s.
 """
 
 from __future__ import annotations
@@ -84,19 +84,14 @@ class MiniLMEmbedder:
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One vector per text, texts of one token length batched together (none is padded: see the
-        module docstring)."""
+        """One vector per text, each text alone (see the module docstring: batched, the last bits
+        depend on the batch)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         model = self._load()
-        tokenize = getattr(model, "preprocess", None) or model.tokenize
-        lengths = tokenize(list(texts))["attention_mask"].sum(dim=1).tolist()
-        groups: dict[int, list[int]] = {}
-        for i, n in enumerate(lengths):
-            groups.setdefault(int(n), []).append(i)
-        for rows in groups.values():
-            out[rows] = model.encode([texts[i] for i in rows], normalize_embeddings=True, batch_size=64)
+        for i, t in enumerate(texts):
+            out[i] = model.encode([t], normalize_embeddings=True, batch_size=1)[0]
         return _normalise(out)
 
 
