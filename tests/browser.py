@@ -158,3 +158,24 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, step_s:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(step_s)
+
+
+@contextmanager
+def app_pages(browser, server: "AppServer", home: Path, *, step_ms: int,  # type: ignore[no-untyped-def]
+              first_ms: int) -> Iterator[Callable[..., Any]]:
+    """Opens pages of the app (each its own state, no autosave of another test's edits); on the way
+    out they are closed, and none may have logged a page error."""
+    time.sleep(1.0)                     # the previous test's pending autosave lands, then is dropped
+    shutil.rmtree(home / "autosave", ignore_errors=True)
+    errors: list[str] = []
+    opened = []
+
+    def open_(url: str | None = None):  # type: ignore[no-untyped-def]
+        page = open_page(browser, url or server.url, errors, step_ms=step_ms, first_ms=first_ms, local=server.url)
+        opened.append(page)
+        return page
+
+    yield open_
+    for p in opened:
+        p.context.close()
+    assert not errors, f"errors in the page: {errors}"

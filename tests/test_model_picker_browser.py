@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import ROOT, AppServer, serving
-from browser import open_page as browser_page
+from browser import ROOT, AppServer, app_pages, serving
 
 try:
     from playwright.sync_api import expect
@@ -56,21 +53,8 @@ def cli() -> dict:  # type: ignore[type-arg]
 
 @pytest.fixture
 def pages(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    time.sleep(1.0)                     # the previous test's pending autosave lands, then is dropped
-    shutil.rmtree(home / "autosave", ignore_errors=True)
-    errors: list[str] = []
-    opened = []
-
-    def open_(url: str | None = None):  # type: ignore[no-untyped-def]
-        page = browser_page(browser, url or server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS,
-                            local=server.url)
-        opened.append(page)
-        return page
-
-    yield open_
-    for p in opened:
-        p.context.close()
-    assert not errors, f"errors in the page: {errors}"
+    with app_pages(browser, server, home, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS) as open_:
+        yield open_
 
 
 def header(page):  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import re
 import shutil
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +13,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from browser import AppServer, serving
-from browser import open_page as browser_page
+from browser import AppServer, app_pages, serving
 from nbclient import NotebookClient
 
 try:
@@ -41,23 +39,8 @@ def server(home: Path) -> Iterator[AppServer]:
 
 @pytest.fixture
 def pages(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    """Opens pages of the app (each its own state, no autosave of another test's edits); on the way
-    out, none may have logged a page error."""
-    time.sleep(1.0)                     # the previous test's pending autosave lands, then is dropped
-    shutil.rmtree(home / "autosave", ignore_errors=True)
-    errors: list[str] = []
-    opened = []
-
-    def open_(url: str | None = None):  # type: ignore[no-untyped-def]
-        page = browser_page(browser, url or server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS,
-                            local=server.url)
-        opened.append(page)
-        return page
-
-    yield open_
-    for p in opened:
-        p.context.close()
-    assert not errors, f"errors in the page: {errors}"
+    with app_pages(browser, server, home, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS) as open_:
+        yield open_
 
 
 def header_line(page) -> str:  # type: ignore[no-untyped-def]

@@ -15,6 +15,12 @@
 // content list that holds images, audio or files: each text part gets its own box (its edits go as
 // {op: "set", field: "content", part: k, value}), each other part a read-only chip (kind, size,
 // bytes). Editing the text never drops those parts.
+// `items` (synced from Python, workbench/ui/responses_items.py): per row, null (a message), or the
+// shape of a Responses API row (the instructions, an input item): {kind, label, role, roles?,
+// fields, notes?}. Each field is a box ({field, label, part?, key?, input?, json?, rows?}: its value
+// is row[field], or row[field][part][key || "text"]) or a read-only chip ({chip, kind, title}); an
+// edit goes as {op: "set", index, field, part?, value, json?}. What a function_call is, Python says.
+// An error whose index names a row opens that row (an item the intake refuses after an edit elsewhere).
 
 const ROLES = ["system", "user", "assistant", "tool", "developer"];
 const PREVIEW = 90;
@@ -102,10 +108,19 @@ function contentText(m) {
   return { text: JSON.stringify(m.content, null, 1), json: true };
 }
 
-function preview(m, parts) {
+function fieldValue(m, f) {
+  // A box's value in row `m` (its shape's field): text, or JSON for a json box.
+  const v = f.part !== undefined ? ((m[f.field] || [])[f.part] || {})[f.key || "text"] : m[f.field];
+  if (f.json) return v === undefined || v === null ? "" : (typeof v === "string" ? v : JSON.stringify(v, null, 1));
+  return typeof v === "string" ? v : "";
+}
+
+function preview(m, parts, shape) {
   // A message with media parts: its text, and a short mark per part ("[image 640×400 · PNG · 2,431 bytes]").
-  const c = (parts ? parts.map((p) => p.label !== undefined ? `[${p.label}]` :
-    ((m.content || [])[p.k] || {}).text || "").join(" ") : contentText(m).text).replace(/\s+/g, " ").trim();
+  // A Responses row: its boxes' values and chips, in order.
+  const c = (shape ? (shape.fields || []).map((f) => f.chip !== undefined ? `[${f.chip}]` : fieldValue(m, f)).join(" ") :
+    parts ? parts.map((p) => p.label !== undefined ? `[${p.label}]` :
+      ((m.content || [])[p.k] || {}).text || "").join(" ") : contentText(m).text).replace(/\s+/g, " ").trim();
   const calls = Array.isArray(m.tool_calls) ? ` [${m.tool_calls.length} tool call(s)]` : "";
   return (c.length > PREVIEW ? c.slice(0, PREVIEW) + "…" : c) + calls;
 }
@@ -141,6 +156,7 @@ function render({ model, el }) {
     root.wbChannel = openChannel(model, info, (text) => { channelError.textContent = `channel: ${text}`; channelError.hidden = false; });
   }
   const open = new Set(); // indices whose editors are shown; the last message starts open
+  const drafts = new Map(); // "index/field/part" -> JSON text typed since the list came (not applied yet while invalid)
   // Any other step makes the notice's Undo mean something else: it goes away.
   const send = (op) => { notice.hidden = true; sendOp(model, op); };
   const undo = (redo = false) => send({ op: redo ? "redo" : "undo" });
@@ -188,13 +204,14 @@ function render({ model, el }) {
     }));
   };
 
-  const field = (m, i, name, label, value, { json = false, rows = 3, input = false, part = undefined } = {}) => {
+  const field = (m, i, name, label, value, { json = false, rows = 3, input = false, part = undefined, key = "text" } = {}) => {
     const wrap = document.createElement("label");
     wrap.className = `wb-me-field wb-me-${name}`;
     wrap.append(label);
     const box = document.createElement(input ? "input" : "textarea");
     if (!input) box.rows = rows;
-    box.value = value;
+    const draft = `${i}/${name}/${part}`;
+    box.value = json && drafts.has(draft) ? drafts.get(draft) : value;
     box.spellcheck = false;
     box.dataset.index = String(i);
     box.dataset.field = name;
@@ -204,11 +221,11 @@ function render({ model, el }) {
       const msgs = model.get("messages");
       if (part !== undefined) {
         // One text part of a list: the other parts (images, files) stay as they are.
-        const content = [...msgs[i].content];
-        content[part] = { ...content[part], text: box.value };
-        msgs[i] = { ...msgs[i], content };
-      } else if (!json && name === "content") msgs[i] = { ...msgs[i], content: box.value };
-      else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
+        const list = [...(msgs[i][name] || [])];
+        list[part] = { ...(list[part] || {}), [key]: box.value };
+        msgs[i] = { ...msgs[i], [name]: list };
+      } else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
+      else drafts.set(draft, box.value); // a redraw (its error arriving) keeps what was typed
       performance.mark(`wb-input-${i}`);
       channelError.hidden = true;
       send(part !== undefined ? { op: "set", index: i, field: name, part, value: box.value }
@@ -228,20 +245,30 @@ function render({ model, el }) {
 
   const row = (m, i, cut, err) => {
     const parts = ((model.get("parts") || [])[i] || {}).parts;
+    const shape = (model.get("items") || [])[i] || null; // a Responses row: its kind and fields, from Python
     const div = document.createElement("div");
-    div.className = `wb-me-row wb-me-role-${m.role}` + (i >= cut ? " wb-me-later" : "") + (open.has(i) ? " wb-me-open" : "");
+    div.className = `wb-me-row wb-me-role-${shape ? shape.role : m.role}` + (shape ? ` wb-me-kind-${shape.kind}` : "") +
+      (i >= cut ? " wb-me-later" : "") + (open.has(i) ? " wb-me-open" : "");
     div.dataset.index = String(i);
     const head = document.createElement("div");
     head.className = "wb-me-head";
-    const role = document.createElement("select");
-    role.className = "wb-me-role";
-    for (const r of ROLES) { const o = document.createElement("option"); o.value = r; o.textContent = r; role.appendChild(o); }
-    role.value = ROLES.includes(m.role) ? m.role : "user";
-    role.onclick = (e) => e.stopPropagation();
-    role.onchange = () => send({ op: "set", index: i, field: "role", value: role.value });
+    const roles = shape ? shape.roles : ROLES;
+    let role;
+    if (roles) {
+      role = document.createElement("select");
+      role.className = "wb-me-role";
+      for (const r of roles) { const o = document.createElement("option"); o.value = r; o.textContent = r; role.appendChild(o); }
+      role.value = roles.includes(m.role) ? m.role : "user";
+      role.onclick = (e) => e.stopPropagation();
+      role.onchange = () => send({ op: "set", index: i, field: "role", value: role.value });
+    } else {
+      role = document.createElement("span"); // an item with no role to pick: its kind
+      role.className = "wb-me-kind";
+      role.textContent = shape.label;
+    }
     const text = document.createElement("span");
     text.className = "wb-me-preview";
-    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m, parts);
+    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m, parts, shape);
     const count = document.createElement("span");
     count.className = "wb-me-count";
     count.dataset.index = String(i);
@@ -258,7 +285,15 @@ function render({ model, el }) {
     if (open.has(i)) {
       const body = document.createElement("div");
       body.className = "wb-me-body";
-      if (parts) {
+      if (shape) {
+        // A Responses row: its fields in order, as Python describes them; the rest of the item is kept.
+        for (const f of [...(shape.fields || []), ...(shape.notes || [])]) {
+          if (f.chip !== undefined) { body.appendChild(chip({ kind: f.kind, label: f.chip, title: f.title })); continue; }
+          const v = fieldValue(m, f);
+          body.appendChild(field(m, i, f.field, f.label, v, { json: !!f.json, input: !!f.input, part: f.part,
+            key: f.key || "text", rows: f.rows || Math.min(12, Math.max(2, v.split("\n").length + 1)) }));
+        }
+      } else if (parts) {
         // Text parts in boxes, the other parts as chips, in the message's order.
         for (const p of parts) {
           if (p.label !== undefined) { body.appendChild(chip(p)); continue; }
@@ -271,11 +306,11 @@ function render({ model, el }) {
         body.appendChild(field(m, i, "content", c.json ? "content (JSON blocks)" : "content", c.text,
           { json: c.json, rows: Math.min(12, Math.max(3, c.text.split("\n").length + 1)) }));
       }
-      if (m.role === "assistant" && model.get("format") !== "anthropic") {
+      if (!shape && m.role === "assistant" && model.get("format") !== "anthropic") {
         const calls = Array.isArray(m.tool_calls) ? JSON.stringify(m.tool_calls, null, 1) : "";
         body.appendChild(field(m, i, "tool_calls", "tool calls (JSON list)", calls, { json: true, rows: calls ? 6 : 2 }));
       }
-      if (m.role === "tool") body.appendChild(field(m, i, "tool_call_id", "tool_call_id", m.tool_call_id || "", { input: true }));
+      if (!shape && m.role === "tool") body.appendChild(field(m, i, "tool_call_id", "tool_call_id", m.tool_call_id || "", { input: true }));
       if (err && err.index === i) {
         const e = document.createElement("div");
         e.className = "wb-me-error";
@@ -292,6 +327,7 @@ function render({ model, el }) {
     const cut = model.get("turn_cut") ?? msgs.length;
     const err = model.get("error") || {};
     if (msgs.length !== lastCount) { if (lastCount < 0 && msgs.length) open.add(msgs.length - 1); lastCount = msgs.length; }
+    if (Number.isInteger(err.index) && err.index < msgs.length) open.add(err.index); // the row the error names
     // Keep the focused box and its caret across a redraw (an error arriving while typing).
     const active = document.activeElement;
     const focus = active && list.contains(active) && active.dataset.field ?
@@ -315,8 +351,10 @@ function render({ model, el }) {
   model.on("change:messages", () => {
     const ch = channels.get(model);
     if (ch) ch.sent.clear(); // the list came from the server (a revert, another turn): next edits go whole
+    drafts.clear();
     draw();
   });
+  model.on("change:items", draw);
   model.on("change:turn_cut", draw);
   model.on("change:error", draw);
   model.on("change:counts", showCounts);

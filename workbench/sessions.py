@@ -96,9 +96,28 @@ def _is_assistant(m: Any) -> bool:
 _OUTPUT_ITEMS = frozenset(("reasoning", "function_call", "custom_tool_call"))
 
 
-def _is_output_item(item: Any) -> bool:
+def is_output_item(item: Any) -> bool:
+    """A Responses input item the model wrote (reasoning, a call, an assistant message)."""
     return isinstance(item, dict) and (item.get("type") in _OUTPUT_ITEMS or
                                        (item.get("type", "message") == "message" and item.get("role") == "assistant"))
+
+
+def turn_ends(msgs: list[Any], key: str = "messages") -> "array[int]":
+    """Where each turn's request ends in a conversation's list: its `messages` (a turn ends before
+    each assistant message) or, with key "input", its Responses items (before each run of model
+    output items); the last ends with the list. A compact array, not a copy of the list per turn.
+
+        >>> list(turn_ends([{"role": "user"}, {"role": "assistant"}, {"role": "user"}]))
+        [1, 3]
+    """
+    if key == "messages":
+        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_assistant(m)))
+    else:
+        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and is_output_item(m)
+                           and not is_output_item(msgs[i - 1])))
+    if not ends or ends[-1] != len(msgs):
+        ends.append(len(msgs))
+    return ends
 
 
 def conversation_turns(req: Request) -> Turns:
@@ -109,14 +128,7 @@ def conversation_turns(req: Request) -> Turns:
     if not isinstance(msgs, list):
         return Turns(1, lambda _: req)
     base = {k: v for k, v in req.items() if k not in (key, "title", "description")}
-    # Where each turn's messages end: a compact array, not a copy of the messages per turn.
-    if key == "messages":
-        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_assistant(m)))
-    else:
-        ends = array("q", (i for i, m in enumerate(msgs) if i > 0 and _is_output_item(m)
-                           and not _is_output_item(msgs[i - 1])))
-    if not ends or ends[-1] != len(msgs):
-        ends.append(len(msgs))
+    ends = turn_ends(msgs, key)
 
     def build(k: int) -> Request:
         end = ends[k]

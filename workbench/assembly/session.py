@@ -64,6 +64,11 @@ class Session:
     def last(self) -> AssemblyResult | None:
         return self.results[-1] if self.results else None
 
+    @property
+    def intake(self) -> IntakeState | None:
+        """What the last request parsed to (a Responses request: where each message's items stop)."""
+        return self._intake
+
     def assemble(self, request: Any, **kw: Any) -> AssemblyResult:
         # Unchanged messages keep their parsed form, and the previous result lends its unchanged
         # prefix (text, ids, segments): incremental assembly.

@@ -70,6 +70,7 @@ import param  # noqa: E402  (comes with panel)
 LABEL = "label" if "label" in pn.widgets.Select.param else "name"
 COLOR = "color" if "color" in pn.widgets.Button.param else "button_type"
 MAX_TEXT = 1_000_000   # characters in an editor (Panel's default, 5000, cuts real chat templates)
+UNSAVED = "unsaved:"     # the picker's entry for a session with no file (an upload, a link): never a path
 
 
 # ---------------------------------------------------------------------------------------- the views
@@ -139,6 +140,7 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     ops = param.List(default=[], doc="the front end's recent operations, numbered (see message_editor.js)")
     counts = param.List(default=[], doc="each message's tokens in the prompt shown (None: not in it)")
     parts = param.List(default=[], doc="per message: None, or its text parts and media chips (content_parts.py)")
+    items = param.List(default=[], doc="per row of a Responses request: its kind and fields (responses_items.py)")
     channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
 
     def __init__(self, on_ops: Callable[[list[dict], float | None], None], **params: Any):
@@ -374,10 +376,8 @@ class WorkbenchApp:
             except WorkbenchError as exc:         # unknown: said under the picker, the page opens
                 self.state.model_error = str(exc)
         s = self.state
-        self._picked = self.files.key_of(s.doc.path)     # the picker's value for the open session
         self._confirming = ("", "")                       # the names Overwrite and Replace were offered for
-        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, options=self.files.options(),
-                                                value=self._picked)
+        self.session_select = pn.widgets.Select(**{LABEL: "Session"}, **self._picker())
         self.upload = pn.widgets.FileInput(accept=".json", multiple=False, sizing_mode="stretch_width")
         self.save_path = pn.widgets.TextInput(**{LABEL: "Save to (a .json name in the app's folder)"},
                                               value=self.files.default_save_name(s.doc), placeholder="my_session.json",
@@ -584,10 +584,20 @@ class WorkbenchApp:
             return      # our own update (after a save or an upload), or nothing picked
         self._open(event.new)
 
+    def _picker(self) -> dict[str, Any]:
+        """The picker's options and value for the open session (`_picked`). A session with no file (an
+        upload, a link) is offered as itself: a select with no value, the browser would send its
+        first option back, and that session would open instead."""
+        self._picked = self.files.key_of(self.state.doc.path)
+        options = self.files.options()
+        if self._picked is None:
+            self._picked = UNSAVED
+            options = {f"{self.state.doc.name} (not saved)": UNSAVED, **options}
+        return {"options": options, "value": self._picked}
+
     def _show_picked(self) -> None:
         """The picker's options and value as the folder and the open session are now, without opening."""
-        self._picked = self.files.key_of(self.state.doc.path)
-        self.session_select.param.update(options=self.files.options(), value=self._picked)
+        self.session_select.param.update(**self._picker())
 
     def _open(self, target: str | SessionDocument) -> None:
         try:

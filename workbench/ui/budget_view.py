@@ -6,8 +6,9 @@ Where each setting lives:
   the app): an edit goes into the document, so Save and Export keep it; blank removes it, and the
   template's model window (or the default) applies again;
 - the reserve for the reply is the request's `max_tokens` (`max_completion_tokens` where the file
-  uses that): the budget reads the reserve from it first (workbench/budget.py), and a client sends
-  it with every request, so it too goes into the document;
+  uses that, `max_output_tokens` in a Responses request): the budget reads the reserve from it
+  first (workbench/budget.py), and a client sends it with every request, so it too goes into the
+  document;
 - the truncation policy has no field in a session file (SPEC 7.1): like the template, it is a
   choice of the workbench, carried by the assembler and so by the export bundle.
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BudgetSettingError
+from ..intake.responses import is_responses
 from ..segments import Segment, originals
 from ..truncation import NO_TRUNCATION, POLICIES, STRATEGIES, TruncationPolicy, plan
 
@@ -74,6 +76,8 @@ def parse_tokens(text: str | int | None, control: str, what: str, minimum: int) 
 
 # --------------------------------------------------------------------------- the document's fields
 def reserve_key(req: dict[str, Any]) -> str:
+    if req.get("format") == "responses" or (req.get("format") is None and is_responses(req)):
+        return "max_output_tokens"
     return "max_completion_tokens" if req.get("max_completion_tokens") is not None else "max_tokens"
 
 

@@ -10,6 +10,9 @@ text never drops a part:
   `part`): it goes into the one text part, or before the media when there is none; a message with
   several text parts names the part to edit instead of guessing.
 
+`part_chips` gives a list's parts for the editor (text boxes and chips) in either format: Chat
+Completions (`messages`) and Responses (`input` items: responses_items.py uses it).
+
 A list that holds anything else (tool results, tool uses, thinking blocks) is edited as JSON, as
 before; so is a list of text parts alone.
 """
@@ -26,7 +29,7 @@ MEDIA_TYPES = frozenset({"image_url", "input_image", "image", "input_audio", "au
                          "document"})
 _MEMO_MAX = 512
 _memo: dict[int, tuple[list[Any], str, list[dict[str, Any]]]] = {}
-_WHERE = re.compile(r"messages\[0\]\.content\[(\d+)\]")
+_WHERE = re.compile(r"(?:messages|input)\[0\]\.content\[(\d+)\]")
 
 
 def is_text(block: Any) -> bool:
@@ -57,13 +60,14 @@ def set_part_text(content: Any, k: Any, text: Any, where: str) -> list[Any]:
     return out
 
 
-def with_text(content: list[Any], text: str, where: str) -> list[Any]:
-    """`content` (text and media parts) with `text` as its text, every media part kept in its place."""
+def with_text(content: list[Any], text: str, where: str, text_type: str = "text") -> list[Any]:
+    """`content` (text and media parts) with `text` as its text, every media part kept in its place
+    (`text_type`: the type of a text part made where there is none: "input_text" in a Responses item)."""
     texts = [i for i, b in enumerate(content) if is_text(b)]
     if len(texts) == 1:
         return set_part_text(content, texts[0], text, where)
     if not texts:
-        return ([{"type": "text", "text": text}] if text else []) + list(content)
+        return ([{"type": text_type, "text": text}] if text else []) + list(content)
     raise EditError(f"{where}: the message has {len(texts)} text parts (between its images or files)",
                     hint=f"edit one of them: part={texts[0]} (text parts: {texts})")
 
@@ -79,11 +83,14 @@ def editor_parts(messages: list[Any], fmt: str) -> list[dict[str, Any] | None]:
             continue
         assert isinstance(content, list)
         role = m.get("role") if isinstance(m.get("role"), str) else "user"
-        out.append({"parts": _parts(content, role, fmt)})
+        out.append({"parts": part_chips(content, role, fmt)})
     return out
 
 
-def _parts(content: list[Any], role: str, fmt: str) -> list[dict[str, Any]]:
+def part_chips(content: list[Any], role: str, fmt: str) -> list[dict[str, Any]]:
+    """A content list's parts for the editor, in order: each text part ({"k", "text"}) and each other
+    part as a chip ({"k", "kind", "label", "title"}), measured by the intake in format `fmt`
+    ("responses": the list of an input item). Memoized by the list (copy on write: an edit makes a new one)."""
     got = _memo.get(id(content))
     if got is not None and got[0] is content and got[1] == fmt + role:
         return got[2]
@@ -104,8 +111,9 @@ def _parts(content: list[Any], role: str, fmt: str) -> list[dict[str, Any]]:
 def _measure(content: list[Any], role: str, fmt: str) -> dict[int, dict[str, Any]]:
     """Each media part's chip, measured by the intake itself (one message alone): kind, size, bytes."""
     from ..intake import normalize
+    key = "input" if fmt == "responses" else "messages"
     try:
-        conv, _ = normalize({"format": fmt, "messages": [{"role": role, "content": content}]})
+        conv, _ = normalize({"format": fmt, key: [{"role": role, "content": content}]})
     except WorkbenchError as exc:
         reason = str(exc).split(" (")[0]
         return {k: {"kind": str(b.get("type")), "label": f"{b.get('type')} · not readable", "title": reason}
@@ -126,11 +134,12 @@ def _measure(content: list[Any], role: str, fmt: str) -> dict[int, dict[str, Any
             bits.append(f"{p.byte_size:,} bytes")
         elif p.source != "data":
             bits.append(f"by {p.source.replace('_', ' ')}, not fetched")
+        where = p.where.replace(m.group(0), f"this message.content[{m.group(1)}]")
         out[int(m.group(1))] = {"kind": p.kind, "label": " · ".join(bits),
-                                "title": f"{p.where.replace('messages[0]', 'this message')} · digest "
+                                "title": f"{where} · digest "
                                          f"{p.digest[:16]}… · read-only: kept as it is when the text is edited"}
     return out
 
 
-__all__ = ["MEDIA_TYPES", "TEXT_TYPES", "editor_parts", "has_media", "is_media", "is_text", "set_part_text",
-           "with_text"]
+__all__ = ["MEDIA_TYPES", "TEXT_TYPES", "editor_parts", "has_media", "is_media", "is_text", "part_chips",
+           "set_part_text", "with_text"]

@@ -42,6 +42,7 @@ from ..segments import originals
 from .content_parts import editor_parts
 from .document import SessionDocument
 from .files import AppFiles
+from .responses_items import editor_view
 from .state import PARTS, Panels, WorkbenchState
 
 SUMMARY_MS = 400
@@ -98,6 +99,7 @@ class Controller:
         self._generating: threading.Event | None = None
         self._prefill_ticket = 0          # bumped by a new prefill and by cancel_prefill
         self.closed = False               # close(): the host is gone
+        self._row_error = False           # an assembly error is shown at an editor row (the item it names)
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -200,7 +202,7 @@ class Controller:
 
     def select_turn(self, turn: int) -> None:
         self.state.select_turn(turn)
-        self.host.show_editor(False)
+        self.host.show_editor(self.state.doc.is_log)   # a log's turn is another request: its own list
         self.refresh()
         self.request_panels()
 
@@ -267,6 +269,7 @@ class Controller:
             self.host.show_result(result)
         except WorkbenchError as exc:
             self.host.show_error(str(exc))
+            self._show_row_error(exc)
             return None
         except Exception as exc:  # noqa: BLE001 - the page never dies: one line, last good view kept
             self.host.show_error(f"unexpected {type(exc).__name__}: {exc}")
@@ -275,6 +278,9 @@ class Controller:
             if not self._refresh_pending:
                 self._shown.set()     # the edit is shown (or failed): the panels' worker goes on
         self._refreshed_at = time.monotonic()
+        if self._row_error:               # it assembles again: the item's error is gone
+            self._row_error = False
+            self.host.show_edit_error({})
         if TRACE:
             print(f"trace edit={self._first_edit_at * 1e3:.1f} assemble={started * 1e3:.1f} "
                   f"sent={time.time() * 1e3:.1f}", file=sys.stderr, flush=True)
@@ -283,6 +289,18 @@ class Controller:
         ticket = self._summary_ticket
         self.host.call_later(SUMMARY_MS, lambda: self._summary(ticket))
         return result
+
+    def _show_row_error(self, exc: WorkbenchError) -> None:
+        """An assembly error that names a message or item of the list being edited (`input[3].call_id:
+        no function call to answer`) is shown at that row too, as an edit's own error is."""
+        s = self.state
+        try:
+            row = s.doc.error_row(s.turn, exc)
+        except WorkbenchError:
+            row = None
+        if row is not None:
+            self._row_error = True
+            self.host.show_edit_error({"index": row, "field": getattr(exc, "field", None), "message": str(exc)})
 
     def _summary(self, ticket: int) -> None:
         if ticket == self._summary_ticket and self.state.result is not None:
@@ -509,14 +527,22 @@ class Controller:
             if stop.is_set():
                 raise Cancelled("generation cancelled")
 
+        held: list[str | None] = [None]   # the latest line held back by the rate limit
+
         def report(text: str) -> None:
             now = time.monotonic()
             if progress is not None and now - shown_at[0] >= PROGRESS_S / 2:
                 shown_at[0] = now
+                held[0] = None
                 self.host.call_from_thread(lambda: progress(text))
+            else:
+                held[0] = text
 
         def finished(outcome: Any, error: str) -> None:
             self._generating = None
+            last = held[0]
+            if progress is not None and last is not None:
+                progress(last)   # the final figures are shown however fast they came (on the UI thread here)
             appended = ""
             if outcome is not None:
                 appended = self._append_reply(outcome.text, generation)
@@ -562,21 +588,34 @@ class Controller:
 
     # what the editor shows -------------------------------------------------------------------------
     def editor_data(self) -> dict[str, Any]:
+        """The message editor's data: its rows, how many the turn holds, the format, the counts, and
+        per row its media parts (`parts`) or, in a Responses request, its item's shape (`items`:
+        responses_items.py)."""
         s = self.state
         msgs = list(s.doc.messages(s.turn))
-        req = s.doc.request(s.turn).get("messages")
-        return {"messages": msgs, "turn_cut": len(req) if isinstance(req, list) else len(msgs), "format": s.doc.format,
-                "counts": self.token_counts(), "parts": editor_parts(msgs, s.doc.format)}
+        fmt = s.doc.format_of(s.turn)
+        data = {"turn_cut": s.doc.turn_cut(s.turn), "format": fmt, "counts": self.token_counts()}
+        if s.doc.is_responses(s.turn):
+            shown, shapes = editor_view(msgs, s.doc.row_map(s.turn).first == 1)
+            return {**data, "messages": shown, "parts": [None] * len(msgs), "items": shapes}
+        return {**data, "messages": msgs, "parts": editor_parts(msgs, fmt), "items": []}
 
     def token_counts(self) -> list[int | None]:
         """Each message's tokens in the prompt shown (the editor's per-message counts), by the
         message's place in the request: None for one the prompt does not hold (after the turn,
-        dropped by truncation)."""
+        dropped by truncation). In a Responses request, a message's tokens are on the row of its
+        first item (a model turn's reasoning, message and calls are one message)."""
         s = self.state
+        n = len(s.doc.messages(s.turn))
+        if s.doc.is_responses(s.turn):
+            stops = s.item_stops()
+            if stops is None:
+                return [None] * n
+            return s.doc.row_map(s.turn).counts(stops, message_counts(s.result, len(stops)), n)
         # An Anthropic request's `system` field is message 0 of the conversation: the list's first
         # message is then seq 1.
-        offset = 1 if s.doc.format == "anthropic" and s.doc.request(s.turn).get("system") else 0
-        return message_counts(s.result, len(s.doc.messages(s.turn)), offset)
+        offset = 1 if s.doc.format_of(s.turn) == "anthropic" and s.doc.request(s.turn).get("system") else 0
+        return message_counts(s.result, n, offset)
 
 
 def message_counts(result: AssemblyResult | None, n: int, offset: int = 0) -> list[int | None]:

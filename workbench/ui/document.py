@@ -3,8 +3,9 @@
 `SessionDocument` holds the session file's JSON object and applies the editor's operations to it:
 set a field of a message, insert, delete, move. A conversation file is edited as one list of
 messages (its turns are the requests a client would send: SPEC 7.1); a log of requests is edited
-one request at a time. Every operation says which turns it changed (`Edit.first_turn`), so a
-host re-assembles only those.
+one request at a time. A Responses API request is edited as its instructions and input items, each
+in its own shape (responses_items.py). Every operation says which turns it changed
+(`Edit.first_turn`), so a host re-assembles only those.
 
 Saving is atomic and durable (a temporary file in the same folder, written and fsynced, renamed over
 the target, then the folder fsynced): a crash leaves the old file or the new one, never half of one,
@@ -32,11 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import strict_json
 from ..errors import EditError, SessionFileError, WorkbenchError
 from ..home import workbench_home
-from ..sessions import SessionFile, parse_session
+from ..intake.chain import resolve_log
+from ..sessions import SessionFile, parse_session, turn_ends
+from . import responses_items
 from .content_parts import has_media, set_part_text, with_text
+from .editor_input import op_index, parse_json_field
 
 ROLES = ("system", "user", "assistant", "tool", "developer")
 TEXT_FIELDS = ("role", "tool_call_id", "name")   # plain strings
@@ -212,17 +215,6 @@ def _write_in(dir_fd: int, p: Path, text: str | bytes, new_mode: int) -> None:
                                hint="check the disk") from None
 
 
-def parse_json_field(text: str, where: str) -> Any:
-    """JSON typed into an editor box, or an EditError naming the box, line and column."""
-    try:
-        return strict_json.loads(text)   # NaN, 10,000 levels, a 5,000-digit integer: an error, not a crash
-    except strict_json.JSONValueError as exc:
-        raise EditError(f"{where}: {exc}", hint=exc.hint or "fix the JSON there") from None
-    except json.JSONDecodeError as exc:
-        raise EditError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-                        hint="fix the JSON there") from None
-
-
 class SessionDocument:
     """A session file being edited. `data` is the JSON object; `path` where it was loaded from."""
 
@@ -255,37 +247,41 @@ class SessionDocument:
     def turn_count(self) -> int:
         return len(self.data["requests"]) if self.is_log else len(self._turn_cuts())
 
+    @property
+    def _key(self) -> str:
+        """The list a conversation's turns are cut from: its messages, or its Responses input items."""
+        return "input" if self.format == "responses" else "messages"
+
     def _turn_cuts(self) -> list[int]:
         if self._cuts is None:
-            msgs = self.data.get("messages")
-            if not isinstance(msgs, list):
-                self._cuts = [0]
-            else:
-                cuts = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
-                if not cuts or cuts[-1] != len(msgs):
-                    cuts.append(len(msgs))
-                self._cuts = cuts
+            msgs = self.data.get(self._key)
+            self._cuts = list(turn_ends(msgs, self._key)) if isinstance(msgs, list) else [0]
         return self._cuts
 
     def turn_of(self, index: int) -> int:
-        """The first turn whose request holds message `index` of the edited list (conversations)."""
+        """The first turn whose request holds message (Responses: input item) `index` of the edited
+        list (conversations)."""
         for k, cut in enumerate(self._turn_cuts(), start=1):
             if index < cut:
                 return k
         return self.turn_count
 
     def request(self, turn: int) -> dict:
-        """Turn `turn`'s request (from 1), in the file's format, as a client would send it."""
+        """Turn `turn`'s request (from 1), in the file's format, as a client would send it (a log's
+        Responses request that continues a logged response: with its chain spelled out)."""
         if not 1 <= turn <= self.turn_count:
             raise EditError(f"turn {turn} does not exist: the session has {self.turn_count} turns")
         if self.is_log:
-            req = self.data["requests"][turn - 1]
+            req = resolve_log(self.data["requests"][:turn])[-1]
             return {**req} if "format" in req else {"format": self.format, **req}
-        base = {k: v for k, v in self.data.items() if k not in ("messages", "title", "description")}
+        key = self._key
+        base = {k: v for k, v in self.data.items() if k not in (key, "title", "description")}
         base.setdefault("format", self.format)
-        msgs = self.data.get("messages")
+        msgs = self.data.get(key)
         if isinstance(msgs, list):
-            base["messages"] = msgs[:self._turn_cuts()[turn - 1]]
+            base[key] = msgs[:self._turn_cuts()[turn - 1]]
+        elif key in self.data:
+            base[key] = msgs            # a Responses input given as a string: one turn
         return base
 
     def requests(self) -> list[dict]:
@@ -296,9 +292,54 @@ class SessionDocument:
         """The object whose `messages` (and tools, variables, system) the editor changes."""
         return self.data["requests"][turn - 1] if self.is_log else self.data
 
+    def format_of(self, turn: int) -> str:
+        """The format of the request edited at `turn` (a log's request may name its own)."""
+        fmt = self._target(turn).get("format") if self.is_log else None
+        return fmt if isinstance(fmt, str) else self.format
+
+    def is_responses(self, turn: int) -> bool:
+        """Whether the request edited at `turn` is a Responses API request (its rows are its
+        instructions and input items: responses_items.py)."""
+        return self.format_of(turn) == "responses"
+
     def messages(self, turn: int) -> list:
+        """The editor's rows at `turn`: the messages (the very objects), or a Responses request's
+        instructions and input items."""
+        if self.is_responses(turn):
+            return responses_items.rows(self._target(turn))
         msgs = self._target(turn).get("messages")
         return msgs if isinstance(msgs, list) else []
+
+    def turn_cut(self, turn: int) -> int:
+        """How many of the editor's rows turn `turn`'s request holds (later ones are shown dimmed)."""
+        if self.is_log:
+            return len(self.messages(turn))
+        if self.is_responses(turn):
+            inp = self.data.get("input")
+            held = self._turn_cuts()[turn - 1] if isinstance(inp, list) else responses_items.item_count(self.data)
+            return responses_items.offset(self.data) + held
+        return self._turn_cuts()[turn - 1] if isinstance(self.data.get("messages"), list) else 0
+
+    def row_map(self, turn: int) -> responses_items.RowMap:
+        """Where turn `turn`'s Responses items stand among the editor's rows (a log's request that
+        continues a logged response: after the items its chain brings)."""
+        target = self._target(turn)
+        chain = 0
+        if self.is_log and target.get("previous_response_id") is not None:
+            resolved = self.request(turn).get("input")
+            chain = len(resolved) - responses_items.item_count(target) if isinstance(resolved, list) else 0
+        return responses_items.RowMap.of(target, chain)
+
+    def error_row(self, turn: int, exc: Exception) -> int | None:
+        """The editor's row that an intake error of turn `turn`'s request names (`messages[3]...`,
+        `input[3]...`, `instructions`), or None."""
+        if self.is_responses(turn):
+            return self.row_map(turn).error_row(exc)
+        index = getattr(exc, "index", None)
+        if getattr(exc, "container", None) == "messages" and isinstance(index, int) \
+                and 0 <= index < len(self.messages(turn)):
+            return index
+        return None
 
     def field(self, turn: int, name: str) -> Any:
         """A request-level field: tools, variables, system (Anthropic)."""
@@ -326,15 +367,16 @@ class SessionDocument:
         # Copy on write: the list and the edited message are new objects, so a request handed out
         # before (which an assembler Session compares the next one with) never changes under it.
         target = self._target(turn)
+        if self.is_responses(turn):
+            n_items = responses_items.item_count(target)
+            first, structural = responses_items.apply(target, op)
+            return self._edit(turn, first, structural, max(n_items, responses_items.item_count(target)))
         msgs = list(target.get("messages") or [])
         kind = op.get("op")
         n = len(msgs)
 
         def index(key: str = "index", limit: int = n) -> int:
-            i = op.get(key)
-            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < max(limit, 0):
-                raise EditError(f"{kind}: {key} {i!r} is not a message of this list (0..{limit - 1})")
-            return i
+            return op_index(op, key, limit)
 
         if kind == "set":
             i, name, value = index(), op.get("field"), op.get("value")
@@ -358,35 +400,47 @@ class SessionDocument:
         else:
             raise EditError(f"unknown editor operation {kind!r}", hint="use set, insert, delete or move")
         target["messages"] = msgs
-        self.dirty = True
-        if edit:
-            self._cuts = None
-        if self.is_log:
-            return Edit(turn, edit)
-        return Edit(self.turn_of(first) if first < len(msgs) else self.turn_count, edit)
+        return self._edit(turn, first, edit, len(msgs))
 
-    def replace_messages(self, turn: int, msgs: list) -> Edit:
-        """Put back a messages list this document held before (undo, redo: history.py). The list is
-        the very object it held (copy-on-write), so the messages are what they were."""
-        target = self._target(turn)
-        old = self.messages(turn)
-        first = next((i for i, (a, b) in enumerate(zip(old, msgs)) if a is not b), min(len(old), len(msgs)))
-        structural = len(old) != len(msgs) or any(
-            (a.get("role") if isinstance(a, dict) else None) != (b.get("role") if isinstance(b, dict) else None)
-            for a, b in zip(old[first:], msgs[first:]))
-        target["messages"] = msgs
+    def _edit(self, turn: int, first: int, structural: bool, n: int) -> Edit:
+        """What an edit of the list at `turn` changed, from its first changed row or item (-1: a
+        Responses request's instructions, in every turn); `n`: the list's length after it."""
         self.dirty = True
         if structural:
             self._cuts = None
         if self.is_log:
             return Edit(turn, structural)
-        return Edit(self.turn_of(first) if first < len(msgs) else self.turn_count, structural)
+        return Edit(1 if first < 0 else self.turn_of(first) if first < n else self.turn_count, structural)
+
+    def edited(self, turn: int) -> Any:
+        """What the editor changes at `turn`, for undo (history.py): the messages list, or a
+        Responses request's instructions and input (the very objects: copy on write)."""
+        if self.is_responses(turn):
+            return responses_items.edited(self._target(turn))
+        return self.messages(turn)
+
+    def restore(self, turn: int, before: Any) -> Edit:
+        """Put back what `edited(turn)` returned before (undo, redo). The objects are the very ones
+        the document held (copy-on-write), so the messages are what they were."""
+        target = self._target(turn)
+        if self.is_responses(turn):
+            first, structural = responses_items.restore(target, before)
+            return self._edit(turn, first, structural, responses_items.item_count(target))
+        old = self.messages(turn)
+        msgs = before
+        first = next((i for i, (a, b) in enumerate(zip(old, msgs)) if a is not b), min(len(old), len(msgs)))
+        structural = len(old) != len(msgs) or any(
+            (a.get("role") if isinstance(a, dict) else None) != (b.get("role") if isinstance(b, dict) else None)
+            for a, b in zip(old[first:], msgs[first:]))
+        target["messages"] = msgs
+        return self._edit(turn, first, structural, len(msgs))
 
     def replace_data(self, data: dict) -> Edit:
         """The whole session replaced (a one-click fix, or its undo): checked like a file, every turn
         changed."""
         self.file = parse_session(data, self.path)
         self.data, self.is_log, self._cuts, self.dirty = data, "requests" in data, None, True
+        self.format = self.file.format
         return Edit(1, True)
 
     def _set(self, msgs: list, i: int, name: Any, value: Any, as_json: bool, part: Any = None) -> bool:
@@ -460,7 +514,9 @@ class SessionDocument:
 
 def new_message(role: str, fmt: str) -> dict:
     """A blank message of `role` in the document's format (a tool result in Anthropic's form is a user
-    message with a tool_result block)."""
+    message with a tool_result block; in a Responses request, a function call's output item)."""
+    if fmt == "responses":
+        return responses_items.new_item(role)
     if fmt == "anthropic" and role == "tool":
         return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "", "content": ""}]}
     if role == "tool":

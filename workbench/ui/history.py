@@ -21,7 +21,8 @@ from typing import Any
 
 COALESCE_S = 1.5     # a pause longer than this in typing starts a new undo step
 LIMIT = 200          # steps kept; the oldest are dropped
-TEXT_FIELDS = ("content", "tool_call_id", "name", "tool_calls")
+TEXT_FIELDS = ("content", "tool_call_id", "name", "tool_calls",
+               "arguments", "call_id", "output", "summary", "input")   # the last five: Responses items
 
 
 @dataclass

@@ -73,6 +73,7 @@ class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     error = _traitlets.Dict().tag(sync=True)
     counts = _traitlets.List().tag(sync=True)          # each message's tokens in the prompt shown
     parts = _traitlets.List().tag(sync=True)           # per message: None, or its text parts and media chips
+    items = _traitlets.List().tag(sync=True)           # per row of a Responses request: its kind and fields
 
     def __init__(self, on_op: Any = None, data: dict | None = None, **kw: Any):
         super().__init__(**(data or {}), **kw)
@@ -415,7 +416,10 @@ class Workbench:
     def edit(self, index: int, text: str) -> AssemblyResult | None:
         """Set message `index`'s text (of the selected turn's list), and update the views. A message
         whose content holds images, audio or files keeps them: the text goes into its text part
-        (`apply({"op": "set", ..., "part": k})` names one where there are several)."""
+        (`apply({"op": "set", ..., "part": k})` names one where there are several). In a Responses
+        request the rows are its instructions and input items: `index` names the instructions or a
+        message item; other items' fields by name (`apply({"op": "set", "index": i, "field":
+        "arguments", "value": ...})`: responses_items.FIELDS)."""
         return self.apply({"op": "set", "index": index, "field": "content", "value": text})
 
     def apply(self, op: dict) -> AssemblyResult | None:

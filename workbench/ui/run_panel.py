@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import EditError, EngineError
+from ..segments import CONTENT_ID_BASE
+from ..sessions import is_output_item
 
 if TYPE_CHECKING:
     from ..assembly import Assembler
@@ -117,7 +119,9 @@ class Runner:
         turn = state.doc.turn_count
         request = state.doc.request(turn)
         msgs = request.get("messages")
-        if isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
+        items = request.get("input") if msgs is None else None      # a Responses request's items
+        if (isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant") \
+                or (isinstance(items, list) and items and is_output_item(items[-1])):
             raise EditError("the session ends with an assistant reply: add a user message, then Generate")
         return RunJob(turn, request, state.assembler(), state.template)
 
@@ -157,7 +161,7 @@ class Runner:
         if progress is not None:
             progress("prefilling the prompt…")
         rep = engine.generate(result.token_ids, max_new, stop_ids=stops, tokenizer=tok, suppress_ids=suppress,
-                              check=check, on_token=on_token)
+                              check=check, on_token=on_token, keys=result.content_ids())
         out = RunOutcome(spec, job.turn, rep.text, rep.prompt_tokens, rep.completion_tokens, rep.reused_tokens,
                          rep.finish_reason, rep.prefill_ms + rep.decode_ms, engine.m.label,
                          _assembled_with(asm), note, local=rep)
@@ -239,6 +243,8 @@ def segment_at(result: "AssemblyResult", index: int) -> str:
 def _token_text(tok: Any, tid: int | None) -> str:
     if tid is None:
         return "(the prompt ends)"
+    if tid >= CONTENT_ID_BASE:   # the engine holds an image by its content: another image stands here
+        return "(an image the engine holds)"
     return tok.token_strings([tid])[0]
 
 

@@ -32,6 +32,7 @@ from ..budget import DEFAULT_CONTEXT_WINDOW
 from ..catalog import ModelEntry, lookup
 from ..conversation import Conversation, ModelParams
 from ..errors import BudgetError, BudgetSettingError, EditError, WorkbenchError
+from ..intake.responses import parse_responses_resumable
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
 from ..truncation import STRATEGIES, TruncationPolicy
 from .budget_view import (
@@ -188,10 +189,10 @@ class WorkbenchState:
         """One message-editor operation on the messages of the selected turn."""
         was_last = self.turn == self.doc.turn_count
         if op.get("op") == "insert" and "message" not in op:   # the editor names only the role
-            op = {**op, "message": new_message(str(op.get("role") or "user"), self.doc.format)}
-        turn, before = self.turn, self.doc.messages(self.turn)
+            op = {**op, "message": new_message(str(op.get("role") or "user"), self.doc.format_of(self.turn))}
+        turn, before = self.turn, self.doc.edited(self.turn)
         edit = self.doc.apply(op, self.turn)
-        self.history.record(op, turn, before, self.doc.messages(turn))
+        self.history.record(op, turn, before, self.doc.edited(turn))
         return self._edited(edit, was_last)
 
     def _edited(self, edit: Edit, was_last: bool) -> Edit:
@@ -202,14 +203,14 @@ class WorkbenchState:
 
     def undo(self, redo: bool = False) -> tuple[Step, Edit] | None:
         """Take back the last editor step (with `redo`, do again the last one taken back): its
-        messages list as it was, exactly. None when there is nothing to undo (redo)."""
+        messages list (a Responses request's instructions and items) as it was, exactly. None when
+        there is nothing to undo (redo)."""
         step = self.history.redo() if redo else self.history.undo()
         if step is None:
             return None
         was_last = self.turn == self.doc.turn_count
         swapped = step.swap(redo) if step.swap is not None else None   # a whole-document step (a fix)
-        edit = self._edited(swapped or self.doc.replace_messages(step.turn, step.after if redo else step.before),
-                            was_last)
+        edit = self._edited(swapped or self.doc.restore(step.turn, step.after if redo else step.before), was_last)
         if self.doc.is_log:
             self.turn = step.turn            # a log's step belongs to its turn's request: show that turn
         return step, edit
@@ -417,6 +418,23 @@ class WorkbenchState:
         _, self.overflow = self._overflow(self.assembler(), self.doc.request(self.turn), self.result, None)
         return self.overflow is not None
 
+    def item_stops(self) -> tuple[int, ...] | None:
+        """Where each message's items stop in the selected turn's Responses request, as the intake
+        parsed it for the result shown (intake/next_request.py: no parse of its own); a request the
+        session does not parse item by item (a string input, instructions given as items) is parsed
+        here. None when not known (nothing assembled, or it no longer parses)."""
+        for sess in (self._session, self._full_session):
+            if sess is not None and sess.last is self.result:
+                if sess.intake is not None and sess.intake.stops is not None:
+                    return sess.intake.stops
+                try:
+                    _, _, parser = parse_responses_resumable(self.doc.request(self.turn),
+                                                             sess.assembler.config.intake)
+                except WorkbenchError:
+                    return None
+                return tuple(parser.stops)
+        return None
+
     def turn_result(self, turn: int) -> AssemblyResult | None:
         """Turn `turn`'s result as the panels last assembled it (None if not yet, or no such turn)."""
         rec = self._records[turn - 1] if 1 <= turn <= len(self._records) else None
@@ -446,10 +464,12 @@ class WorkbenchState:
                 return None
             return lambda what, done, total: progress("the previous turn" if first else names[what], done, total)
 
-        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1], check=check,
+        # The KV is held by content ids: an image's KV is never taken for another image of its size.
+        first = engine.prefill(prev.token_ids if prev is not None else cur.token_ids[:1],
+                               keys=prev.content_ids() if prev is not None else cur.content_ids()[:1], check=check,
                                progress=said(True))
-        report = engine.prefill(cur.token_ids, baseline=True, top_k=5, tokenizer=asm.tokenizer, check=check,
-                                progress=said(False))
+        report = engine.prefill(cur.token_ids, keys=cur.content_ids(), baseline=True, top_k=5,
+                                tokenizer=asm.tokenizer, check=check, progress=said(False))
         return first, report, engine.m.to_json()
 
     def semantic(self, embedder: Any = None) -> tuple[Any, Any]:
