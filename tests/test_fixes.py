@@ -314,3 +314,31 @@ def test_cli_projection_rows_keep_the_spec_fields(capsys):
         assert set(t) >= {"turn", "tokens", "reused_tokens", "first_divergence", "divergence_seq", "causes",
                           "before"}
     assert d["totals"]["after"]["append_only_turns"] == len(d["turns"]) - 1 > d["totals"]["before"]["append_only_turns"]
+
+
+def as_responses(session: dict) -> dict:
+    """A Chat Completions log as the Responses API would send it: the first system message as
+    `instructions`, the other messages as input items (assistant text as an output message)."""
+    def req(r: dict) -> dict:
+        msgs = r["messages"]
+        out: dict = {k: v for k, v in r.items() if k not in ("messages", "format")}
+        if msgs and msgs[0]["role"] == "system":
+            out["instructions"], msgs = msgs[0]["content"], msgs[1:]
+        out["input"] = [{"type": "message", "role": "assistant", "content": [{"type": "output_text",
+                         "text": m["content"]}]} if m["role"] == "assistant" else dict(m) for m in msgs]
+        return out
+    return {"format": "responses", "title": session.get("title", ""), "requests": [req(r) for r in session["requests"]]}
+
+
+@pytest.mark.parametrize("fix", ["move-volatile", "split-system"])
+def test_fixes_apply_to_responses_sessions_as_to_their_chat_equivalent(fix):
+    chat = raw("timestamp_system")
+    resp = as_responses(chat)
+    asm = asm_for("qwen2.5")
+    want, got = measure(asm, chat, [fix], providers=("vllm",)), measure(asm, resp, [fix], providers=("vllm",))
+    assert got.before.totals()["reused_tokens"] == want.before.totals()["reused_tokens"]
+    assert got.after.totals()["reused_tokens"] == want.after.totals()["reused_tokens"] > \
+        5 * got.before.totals()["reused_tokens"]
+    first = got.applied.session["requests"][0]
+    assert "Current time" not in first["instructions"] and "messages" not in first
+    assert_exact(asm, got.applied.session)

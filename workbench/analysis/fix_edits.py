@@ -3,8 +3,10 @@
 A session is the JSON object `sessions.py` loads: a conversation (one `messages` list, whose turns
 are its prefixes) or a log (`requests`, one request per model call). Every function here returns
 new objects and never changes its input, so the session before a fix stays as it was (undo is
-keeping it). Both request formats are handled: OpenAI-style `system` messages and Anthropic's
-top-level `system` (a string or a list of text blocks); content is a string or a list of blocks.
+keeping it). Every request format is handled: OpenAI-style `system` messages, Anthropic's
+top-level `system` (a string or a list of text blocks), and the Responses API's `instructions`
+with its `input` items (a string `input` is one user message); content is a string or a list of
+blocks.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from ..sessions import turn_ends
 from .prefix import _VOLATILE
 
 Request = dict[str, Any]
@@ -98,26 +101,44 @@ def split_volatile(text: str, judge: Judge = strong) -> tuple[str, list[str]]:
     return "\n".join(kept).strip("\n") if moved else text, moved
 
 
+def list_key(req: Request) -> str:
+    """Where a request's messages are: `messages`, or a Responses request's `input`."""
+    return "input" if "messages" not in req and ("input" in req or "instructions" in req) else "messages"
+
+
 def map_system(req: Request, fn: Callable[[str], str]) -> Request:
     """The request with `fn` applied to the text of its system prompt(s): OpenAI-style system
-    messages, or Anthropic's top-level `system`."""
+    messages (and Responses `instructions` and system items), or Anthropic's top-level `system`."""
     out = dict(req)
     if "system" in req:
         out["system"] = _map_content(req["system"], fn)
-    msgs = req.get("messages")
+    if isinstance(req.get("instructions"), str):
+        out["instructions"] = fn(req["instructions"])
+    key = list_key(req)
+    msgs = req.get(key)
     if isinstance(msgs, list):
-        out["messages"] = [{**m, "content": _map_content(m.get("content"), fn)}
-                           if isinstance(m, dict) and m.get("role") in ("system", "developer") else m for m in msgs]
+        out[key] = [{**m, "content": _map_content(m.get("content"), fn)}
+                    if isinstance(m, dict) and m.get("role") in ("system", "developer") else m for m in msgs]
     return out
 
 
 def system_texts(req: Request) -> list[str]:
     """The texts of a request's system prompt(s)."""
-    out = _texts(req.get("system"))
-    for m in req.get("messages") or []:
+    out = _texts(req.get("system")) + _texts(req.get("instructions"))
+    msgs = req.get(list_key(req))
+    for m in msgs if isinstance(msgs, list) else []:
         if isinstance(m, dict) and m.get("role") in ("system", "developer"):
             out += _texts(m.get("content"))
     return out
+
+
+def _messages(req: Request) -> tuple[str, list[Any]]:
+    """(where the messages are, a copy of them): a Responses string `input` is one user message."""
+    key = list_key(req)
+    msgs = req.get(key)
+    if key == "input" and isinstance(msgs, str):
+        return key, [{"role": "user", "content": msgs}]
+    return key, list(msgs) if isinstance(msgs, list) else []
 
 
 def _map_content(content: Any, fn: Callable[[str], str]) -> Any:
@@ -131,9 +152,12 @@ def _map_content(content: Any, fn: Callable[[str], str]) -> Any:
 
 
 def append_text(content: Any, note: str) -> Any:
-    """Content with `note` appended as its last paragraph (a text block for block content)."""
+    """Content with `note` appended as its last paragraph (a text block for block content, of the
+    type its other text blocks have: `input_text` in a Responses request)."""
     if isinstance(content, list):
-        return [*content, {"type": "text", "text": note}]
+        kind = next((b["type"] for b in content if isinstance(b, dict) and b.get("type") in ("text", "input_text")),
+                    "text")
+        return [*content, {"type": kind, "text": note}]
     return f"{content}\n\n{note}" if isinstance(content, str) and content else note
 
 
@@ -141,12 +165,6 @@ def last_user(msgs: list[Any], end: int) -> int | None:
     """The index of the last user message among msgs[:end]."""
     return next((i for i in range(min(end, len(msgs)) - 1, -1, -1)
                  if isinstance(msgs[i], dict) and msgs[i].get("role") == "user"), None)
-
-
-def turn_ends(msgs: list[Any]) -> list[int]:
-    """Where each turn's request ends in a conversation (sessions.conversation_turns)."""
-    ends = [i for i, m in enumerate(msgs) if i > 0 and isinstance(m, dict) and m.get("role") == "assistant"]
-    return ends if ends and ends[-1] == len(msgs) else [*ends, len(msgs)]
 
 
 def move_volatile(session: Request) -> tuple[Request, list[str]]:
@@ -162,7 +180,7 @@ def move_volatile(session: Request) -> tuple[Request, list[str]]:
     for req in requests_of(session):
         moved: list[str] = []
         new = map_system(req, partial(_take, into=moved, judge=judge))
-        msgs = list(new.get("messages") or [])
+        key, msgs = _messages(new)
         for i, (orig, edited) in carried.items():
             if i < len(msgs) and msgs[i] == orig:
                 msgs[i] = edited
@@ -171,7 +189,7 @@ def move_volatile(session: Request) -> tuple[Request, list[str]]:
             original = msgs[k]
             msgs[k] = {**original, "content": append_text(original.get("content"), "\n".join(moved))}
             carried[k] = (original, msgs[k])
-        reqs.append({**new, "messages": msgs} if "messages" in new else new)
+        reqs.append({**new, key: msgs} if key in new else new)
         moved_all += moved
     return with_requests(session, reqs), moved_all
 
@@ -179,13 +197,13 @@ def move_volatile(session: Request) -> tuple[Request, list[str]]:
 def _move_in_conversation(conv: Request, judge: Judge) -> tuple[Request, list[str]]:
     moved: list[str] = []
     new = map_system(conv, partial(_take, into=moved, judge=judge))
-    msgs = list(new.get("messages") or [])
+    key, msgs = _messages(new)
     if moved:
         note = "\n".join(moved)
-        for k in {last_user(msgs, end) for end in turn_ends(msgs)} - {None}:
+        for k in {last_user(msgs, end) for end in turn_ends(msgs, key)} - {None}:
             assert k is not None
             msgs[k] = {**msgs[k], "content": append_text(msgs[k].get("content"), note)}
-    return ({**new, "messages": msgs} if "messages" in new else new), moved
+    return ({**new, key: msgs} if key in new else new), moved
 
 
 def _take(text: str, into: list[str], judge: Judge) -> str:
@@ -207,7 +225,15 @@ def split_system(req: Request, judge: Judge = strong) -> tuple[Request, int]:
             return req, 0
         return {**req, "system": [{"type": "text", "text": kept}, {"type": "text", "text": "\n".join(moved)}]}, \
             len(moved)
-    msgs = req.get("messages") or []
+    key, msgs = _messages(req)
+    if isinstance(req.get("instructions"), str):
+        # The Responses instructions are the first system message: the volatile part follows it as
+        # a system item first in the input (the same second system message as in Chat Completions).
+        kept, moved = split_volatile(req["instructions"], judge)
+        if not moved or not kept.strip():
+            return req, 0
+        return {**req, "instructions": kept, key: [{"role": "system", "content": "\n".join(moved)}, *msgs]}, \
+            len(moved)
     i = next((i for i, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "system"), None)
     if i is None or not isinstance(msgs[i].get("content"), str):
         return req, 0
@@ -215,7 +241,7 @@ def split_system(req: Request, judge: Judge = strong) -> tuple[Request, int]:
     if not moved or not kept.strip():
         return req, 0
     second = {"role": "system", "content": "\n".join(moved)}
-    return {**req, "messages": [*msgs[:i], {**msgs[i], "content": kept}, second, *msgs[i + 1:]]}, len(moved)
+    return {**req, key: [*msgs[:i], {**msgs[i], "content": kept}, second, *msgs[i + 1:]]}, len(moved)
 
 
 def merge_system(req: Request) -> tuple[Request, int]:
@@ -229,21 +255,30 @@ def merge_system(req: Request) -> tuple[Request, int]:
                for b in sys):
             return req, 0          # a block with a cache breakpoint (or not text) is kept as the client set it
         return {**req, "system": "\n\n".join(b["text"] for b in sys)}, len(sys)
-    msgs = req.get("messages") or []
+    key, msgs = _messages(req)
     n = 0
     while n < len(msgs) and isinstance(msgs[n], dict) and msgs[n].get("role") == "system" \
             and isinstance(msgs[n].get("content"), str) and not msgs[n].get("template"):
         n += 1
+    if isinstance(req.get("instructions"), str):
+        # Responses: the instructions, then the system items leading the input, merged into the instructions.
+        if n < 1:
+            return req, 0
+        return {**req, "instructions": "\n\n".join([req["instructions"], *(m["content"] for m in msgs[:n])]),
+                key: msgs[n:]}, n + 1
     if n < 2:
         return req, 0
     merged = {**msgs[0], "content": "\n\n".join(m["content"] for m in msgs[:n])}
-    return {**req, "messages": [merged, *msgs[n:]]}, n
+    return {**req, key: [merged, *msgs[n:]]}, n
 
 
 def has_reasoning(session: Request) -> bool:
     """Whether any assistant message carries reasoning (a field, a thinking block, a <think> prefix)."""
     for req in requests_of(session):
-        for m in req.get("messages") or []:
+        msgs = req.get(list_key(req))
+        for m in msgs if isinstance(msgs, list) else []:
+            if isinstance(m, dict) and m.get("type") == "reasoning" and (m.get("summary") or m.get("content")):
+                return True          # a Responses reasoning item
             if not isinstance(m, dict) or m.get("role") != "assistant":
                 continue
             if any(m.get(k) for k in ("reasoning_content", "reasoning", "thinking")):
