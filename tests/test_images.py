@@ -368,3 +368,18 @@ def test_the_engine_never_reuses_one_images_kv_for_another_of_the_same_size():
     other = engine.prefill(b[1].token_ids, keys=b[1].content_ids())
     assert other.reused_tokens <= img.start < img.end <= same.reused_tokens
     assert np.array_equal(a[1].token_ids, b[1].token_ids)    # the ids alone could not tell them apart
+
+
+def test_analyze_names_a_swapped_image_as_the_cause(tmp_path, capsys):
+    from workbench.cli.main import main
+    first = [{"role": "user", "content": [{"type": "text", "text": "Look"}, cc_image(112, 112, color=(1, 2, 3))]}]
+    other = [{"role": "user", "content": [{"type": "text", "text": "Look"}, cc_image(112, 112, color=(9, 9, 9))]}]
+    p = tmp_path / "swap.json"
+    p.write_text(json.dumps({"requests": [{"messages": first}, {"messages": other + [
+        {"role": "assistant", "content": "Seen."}, {"role": "user", "content": "And?"}]}]}))
+    assert main(["analyze", str(p), "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--json"]) == 0
+    turn = json.loads(capsys.readouterr().out)["turns"][1]
+    img = next(s for s in VL.assemble({"messages": other}).segments if s.kind == "image")
+    assert turn["first_divergence"] == img.start and turn["divergence_kind"] == "image"
+    assert "another image" in turn["causes"][0]["message"] and "other content of the same size" in \
+        turn["causes"][0]["message"]

@@ -144,6 +144,16 @@ def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversatio
                         seg.kind if seg else None, tuple(causes), res, held)
 
 
+def _image_change(a: Message, b: Message) -> str:
+    """What changed between the images of two versions of a message, in a few words."""
+    for x, y in zip(a.media, b.media):
+        if x.digest != y.digest:
+            size = f"{y.width}×{y.height}" if y.width else "of unknown size"
+            same = " of the same size" if (x.width, x.height) == (y.width, y.height) else f", now {size}"
+            return f"{y.where}: other content{same}"
+    return f"{len(b.media)} images where there were {len(a.media)}"
+
+
 def _reply(prev_all: Conversation, full: Conversation) -> Message | None:
     """The assistant message that answered the previous request: the first new message, if it is one."""
     n = len(prev_all.messages)
@@ -233,8 +243,12 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
                                  f"({_show(v)}); the prompt changes at {where}", b.sequence))
         elif not any(c.code == "truncated" for c in causes):
             code = "system_changed" if a.role == b.role == "system" else "edited_message"
-            causes.append(_cause(code, f"{b.role} message seq {b.sequence} differs from the previous request's; "
-                                 f"the prompt changes at {where}", b.sequence))
+            what = f"{b.role} message seq {b.sequence} differs from the previous request's"
+            if seg is not None and seg.kind == "image" and a.media and b.media:
+                # The placeholder tokens are alike for any image of a size: its content is what changed.
+                what = f"{b.role} message seq {b.sequence} holds another image where the previous request had one " \
+                       f"({_image_change(a, b)})"
+            causes.append(_cause(code, f"{what}; the prompt changes at {where}", b.sequence))
     if not causes:
         # Same messages, same tools: the template or the generation prompt made the difference.
         gen_tokens = prev.segments[-1].token_count if prev.segments and \
