@@ -73,7 +73,7 @@ SHIPPED: dict[str, _Shipped] = {s.name: s for s in [
              "mistral-tekken", 131072, "<s>", "</s>"),
     _Shipped("mistral-v7", "Mistral v7 ([SYSTEM_PROMPT], [TOOL_CONTENT])", "mistral-v7", 131072, "<s>", "</s>"),
     _Shipped("qwen2.5-vl", "Qwen2.5-VL Instruct: ChatML with images (<|vision_start|><|image_pad|>×N"
-             "<|vision_end|>, N as Qwen2-VL's processor counts)", "qwen2.5", 128000, None, "<|im_end|>",
+             "<|vision_end|>, N as Qwen2-VL's processor counts)", "qwen2.5", 32768, None, "<|im_end|>",
              vision="qwen2-vl"),
     _Shipped("gemma3", "Gemma 3 (<start_of_turn>user/model, system folded into the first user turn; "
              "images as 256 soft tokens)", None, 131072, "<bos>", "<end_of_turn>", vision="gemma3"),
