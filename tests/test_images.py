@@ -383,3 +383,13 @@ def test_analyze_names_a_swapped_image_as_the_cause(tmp_path, capsys):
     assert turn["first_divergence"] == img.start and turn["divergence_kind"] == "image"
     assert "another image" in turn["causes"][0]["message"] and "other content of the same size" in \
         turn["causes"][0]["message"]
+
+
+def test_many_large_images_stop_at_the_output_cap_before_the_prompt_is_built():
+    from workbench.errors import TemplateLimitError
+    from workbench.templates import RenderLimits
+    asm = Assembler(template="qwen2.5-vl", cache=None, render_limits=RenderLimits(max_output_chars=200_000))
+    url = "data:image/png;base64," + base64.b64encode(_png_header_only(3000, 3000)).decode()
+    parts = [{"type": "image_url", "image_url": {"url": url}} for _ in range(5)]   # 5 × 11,449 pads
+    with pytest.raises(TemplateLimitError, match=r"5 image\(s\) would make the prompt .* over the cap of 200,000"):
+        asm.assemble({"messages": [{"role": "user", "content": parts}]})

@@ -84,7 +84,8 @@ def render_spans(ctx: BuildContext, conv: Conversation, add_generation_prompt: b
             diags += unrendered(conv, ctx.template.name)
         else:
             # The processor's part: each placeholder becomes that image's tokens (assembly/media.py).
-            r, escaped, gen_start, images = place(ctx.vision, conv, r, escaped, gen_start, ctx.template.name)
+            r, escaped, gen_start, images = place(ctx.vision, conv, r, escaped, gen_start, ctx.template.name,
+                                                  ctx.render_limits.max_output_chars)
             if images:
                 pending = PendingEncode(ctx.tokenizer)   # what was fed is the text before placing
                 pending.feed(r.text)

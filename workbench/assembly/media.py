@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..conversation import Conversation, MediaPart
 from ..diagnostics import Diagnostic, warning
-from ..errors import TemplateError, WorkbenchError
+from ..errors import TemplateError, TemplateLimitError, WorkbenchError
 from ..segments import Span
 from ..templates import Rendered
 
@@ -168,9 +168,19 @@ def unrendered(conv: Conversation, template: str) -> list[Diagnostic]:
     return out
 
 
+def _expansion_chars(rule: Any, img: MediaPart) -> int:
+    """How long an image's text will be, worked out before it is built."""
+    assert img.width is not None and img.height is not None
+    if isinstance(rule, HostedImages):
+        return len(rule.standin) * rule.tokens_of(img)
+    return sum(len(piece) * n for piece, n in rule.runs(img.width, img.height, where=img.where))
+
+
 def place(rule: ImageRule, conv: Conversation, r: Rendered, escaped: Sequence[tuple[int, int]],
-          gen_start: int | None, template: str) -> Placed:
-    """The render with each image placeholder replaced by that image's tokens (see the module doc)."""
+          gen_start: int | None, template: str, max_chars: int | None = None) -> Placed:
+    """The render with each image placeholder replaced by that image's tokens (see the module doc).
+    `max_chars`: the render's output cap, which the images' text counts against too (a request of
+    many large images would otherwise build a prompt far past it)."""
     images = [p for _, p in conv.media if p.kind == "image"]
     text, key = r.text, rule.replaced
     found: list[int] = []
@@ -188,6 +198,12 @@ def place(rule: ImageRule, conv: Conversation, r: Rendered, escaped: Sequence[tu
                                  "skips some (a system message's images, say) cannot be counted")
     if not found:
         return Placed(r, list(escaped), gen_start, [])
+    if max_chars is not None:
+        total = len(text) + sum(_expansion_chars(rule, img) - len(key) for img in images)
+        if total > max_chars:
+            raise TemplateLimitError(f"the {len(images)} image(s) would make the prompt {total:,} characters, over "
+                                     f"the cap of {max_chars:,}", template=template,
+                                     hint="send fewer or smaller images, or raise RenderLimits.max_output_chars")
     out: list[str] = []
     shift: list[int] = []       # characters added by the replacements up to and including each one
     placed: list[tuple[int, int, MediaPart]] = []
