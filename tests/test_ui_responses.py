@@ -192,6 +192,10 @@ def test_insert_delete_move_and_role_change_renumber_the_turns_as_the_session_do
     assert json.loads(state.doc.to_text())["input"] == CONV["input"]
     with pytest.raises(EditError, match="the instructions stay first"):
         state.apply({"op": "move", "index": 1, "to": 0})
+    before = state.doc.to_text()
+    controller.op({"op": "move", "index": 0, "to": 0})                # a row dropped onto itself: nothing moves
+    controller.op({"op": "move", "index": 3, "to": 3})
+    assert state.doc.to_text() == before
     controller.op({"op": "delete", "index": 0})                       # the instructions row
     assert "instructions" not in state.doc.data and len(state.doc.messages(state.turn)) == 6
     same(state.result, cold(state))

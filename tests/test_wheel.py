@@ -54,6 +54,9 @@ KERNEL_MS = 30_000    # a kernel from the fresh virtualenv starts (its first imp
 WIDGET_MS = 60_000    # the cell runs: imports the installed package, loads the tokenizer, assembles
 STEP_MS = 5_000
 DEFAULT_SAMPLE = "support_chat.json"   # what `workbench app` and `Workbench()` open with no session
+# The first test here builds and installs in its setup (BUILD_S twice, INSTALL_S): above the
+# suite's per-test limit (pyproject.toml).
+pytestmark = pytest.mark.timeout(2 * BUILD_S + INSTALL_S + 600)
 
 
 @dataclass

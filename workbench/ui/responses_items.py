@@ -227,7 +227,9 @@ def apply(target: dict[str, Any], op: dict[str, Any]) -> tuple[int, bool]:
         return i - off, True
     if kind == "move":
         i, j = index(), index("to")
-        if i != j and min(i, j) < off:
+        if i == j:      # onto itself: nothing moves (and the instructions row has no item to pop)
+            return max(i - off, -1), False
+        if min(i, j) < off:
             raise EditError("move: the instructions stay first (they are the request's own field, not an item)",
                             hint="move the items below them")
         items = _items(target)
