@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,50 +19,9 @@ import httpx
 import openai
 import pytest
 from record_upstream import TEXT, Upstream, upstream, usage
+from recorder_process import ROOT, count, log_lines, recorder
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-test-SECRET-never-logged-4711"
-START_S = 60                                     # a fresh interpreter importing aiohttp on a busy machine
-
-
-@contextmanager
-def recorder(up: Upstream, log: Path, *extra: str) -> Iterator[str]:
-    p = subprocess.Popen([sys.executable, "-m", "workbench.cli.main", "record", "--upstream", up.base, "--port", "0",
-                          "--log", str(log), *extra], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    url: list[str] = []
-    lines: list[str] = []
-
-    def read() -> None:
-        assert p.stderr is not None
-        for line in p.stderr:
-            lines.append(line)
-            if line.startswith("recording on ") and not url:
-                url.append(line.split()[2])
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    deadline = time.monotonic() + START_S
-    while not url and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        assert url, f"the recorder did not start: {''.join(lines)}"
-        yield url[0]
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(30)
-        t.join(10)
-
-
-def log_lines(log: Path, n: int, timeout: float = 30) -> list[dict[str, Any]]:
-    """The log's lines once it holds `n` (a line is written when its call has ended)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists():
-            raw = log.read_bytes()
-            if raw.count(b"\n") >= n:
-                assert raw.endswith(b"\n")
-                return [json.loads(x) for x in raw.splitlines()]
-        time.sleep(0.02)
-    raise AssertionError(f"the log has {count(log)} lines, wanted {n}")
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +33,8 @@ def up() -> Iterator[Upstream]:
 @pytest.fixture(scope="module")
 def rec(up: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     log = tmp_path_factory.mktemp("rec") / "calls.jsonl"
-    with recorder(up, log) as url:
+    with recorder(up.base, log) as url:
         yield url, log
-
-
-def count(log: Path) -> int:
-    return log.read_bytes().count(b"\n") if log.exists() else 0
 
 
 # --------------------------------------------------------------------- the three APIs, SDK-driven
@@ -237,7 +190,7 @@ def test_upstream_errors_reach_the_client_as_sent_and_are_logged(up: Upstream, r
 
 def test_a_body_over_the_limit_is_refused_and_counted(up: Upstream, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
-    with recorder(up, log, "--max-body-mb", "1") as url:
+    with recorder(up.base, log, "--max-body-mb", "1") as url:
         seen = len(up.seen)
         big = {"model": "m", "messages": [{"role": "user", "content": "x" * (10 << 20)}]}
         r = httpx.post(url + "/v1/chat/completions", json=big, timeout=60)
@@ -250,14 +203,14 @@ def test_a_body_over_the_limit_is_refused_and_counted(up: Upstream, tmp_path: Pa
 
 def test_an_unreachable_upstream_is_a_502_and_a_silent_one_a_504(up: Upstream, tmp_path: Path) -> None:
     dead = Upstream(port=1)                         # nothing listens on port 1 here
-    with recorder(dead, tmp_path / "a.jsonl") as url:
+    with recorder(dead.base, tmp_path / "a.jsonl") as url:
         r = post(url, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}]})
         assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
         (line,) = log_lines(tmp_path / "a.jsonl", 1)
         assert line["status"] == 502 and line["error"]
     up.delay = 3.0
     try:
-        with recorder(up, tmp_path / "b.jsonl", "--read-timeout", "0.5") as url:
+        with recorder(up.base, tmp_path / "b.jsonl", "--read-timeout", "0.5") as url:
             r = post(url, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}]})
             assert r.status_code == 504 and r.json()["error"]["type"] == "upstream_timeout"
             (line,) = log_lines(tmp_path / "b.jsonl", 1)
@@ -286,7 +239,7 @@ def test_a_client_that_goes_away_mid_stream_ends_the_upstream_call(up: Upstream,
 
 def test_the_log_rotates_by_size_and_every_line_stays_whole(up: Upstream, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
-    with recorder(up, log, "--rotate-mb", str(4096 / 2**20), "--backups", "2") as url:
+    with recorder(up.base, log, "--rotate-mb", str(4096 / 2**20), "--backups", "2") as url:
         for k in range(24):                      # about 660 bytes a line: six to a file
             post(url, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": f"q{k}"}]})
         deadline = time.monotonic() + 30
