@@ -11,7 +11,7 @@ from .runner import Parser, run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import analyze, app, export, kv, listing, metrics, prefill, record, render, semantic, simulate
+    from . import analyze, app, export, importing, kv, listing, metrics, prefill, record, render, semantic, simulate
     p = Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     render.add_parsers(sub)
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     semantic.add_parsers(sub)
     metrics.add_parsers(sub)
     app.add_parsers(sub)
+    importing.add_parsers(sub)
     record.add_parsers(sub)
     return p
 
