@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -263,3 +264,19 @@ def test_the_cli_refuses_bad_options_with_one_error_line(tmp_path: Path) -> None
                            env={**os.environ})
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error:"), p.stderr
         assert says in p.stderr
+
+
+def test_only_a_path_goes_on_to_the_upstream(up: Upstream, rec: tuple[str, Path]) -> None:
+    """A request target that is not a path (absolute form, or "@host" that would turn the upstream's
+    host into a user name) is refused before anything is sent."""
+    url, _ = rec
+    host, port = url.removeprefix("http://").split(":")
+    seen = len(up.seen)
+    for target in ("@127.0.0.1:1/v1/models", "http://127.0.0.1:1/v1/models"):
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        assert answer.split(b"\r\n")[0].split()[1] in (b"400",), answer[:200]
+    assert len(up.seen) == seen

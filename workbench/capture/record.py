@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from ..errors import WorkbenchError
+from ..errors import LogFileError, WorkbenchError
 from . import apis
 from .conversations import Conversations
 from .log_line import log_line, utc_timestamp
@@ -130,6 +131,11 @@ class Recorder:
             self._inflight -= 1
 
     async def _proxy(self, request: web.Request) -> web.StreamResponse:
+        if not request.raw_path.startswith("/"):
+            # An absolute or authority-form target ("GET http://elsewhere/ ..."; "@host/x" appended
+            # to the upstream would name another host): only paths go on to the one upstream.
+            self.stats.counts["bad_target"] += 1
+            return _error(400, "bad_request_target", "the request target must be a path starting with /")
         started = self._clock()
         stamp = utc_timestamp(started)
         api = apis.api_of(request.method, request.path)
@@ -260,8 +266,17 @@ class Recorder:
                         status=status, stream=assembler is not None,
                         first_byte_ms=round((first_byte - started) * 1000, 3) if first_byte else None,
                         conversation_from=how, error=error)
-        self.writer.write(line)
+        self._write(line)
         self.stats.calls += 1
+
+    def _write(self, line: bytes) -> None:
+        # The call itself is done (the client has its reply): a log that cannot take the line (the
+        # disk full) is counted and said on stderr, not turned into an error for the client.
+        try:
+            self.writer.write(line)
+        except (LogFileError, OSError) as exc:
+            self.stats.counts["log_write_failed"] += 1
+            print(f"workbench record: a line was not written: {exc}", file=sys.stderr, flush=True)
 
     def _bad(self, stamp: str, api: str | None, request: web.Request, reason: str, *, size: int | None = None,
              status: int | None = None) -> None:
@@ -269,7 +284,7 @@ class Recorder:
         a bad line and show the reason), so that nothing that passed goes unrecorded."""
         record = {"timestamp": stamp, "unrecorded": {"reason": reason, "api": api, "path": request.path,
                                                      "bytes": size, "status": status}}
-        self.writer.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        self._write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
 
 
 def _error(status: int, kind: str, message: str, hint: str | None = None) -> web.Response:
