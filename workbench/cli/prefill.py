@@ -9,7 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..assembly.assembler import FALLBACK_TOKENIZER
 from ..catalog import find, models
 from ..engine.server_limits import ServerLimits
 from ..errors import EngineError
@@ -39,11 +38,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     common_options(p, turn=False, model=False)
     p.set_defaults(func=cmd_prefill)
 
-    s = sub.add_parser("serve-engine", help="serve the local engine as an OpenAI-compatible endpoint "
-                                            "(/v1/completions with cached_tokens, /tokenize)")
+    s = sub.add_parser("serve-engine", help="serve the local engine as an OpenAI- and Anthropic-compatible endpoint "
+                                            "(/v1/chat/completions, /v1/responses, /v1/messages, /v1/completions "
+                                            "with cached_tokens, /tokenize)")
     s.add_argument("--model", default="tiny", help="as for prefill, catalog models included (default tiny)")
-    s.add_argument("--template", default=None, help="whose tokenizer to use (default: the model's, else qwen2.5)")
-    s.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME")
+    s.add_argument("--template", default=None,
+                   help="the chat template the chat routes render with, and whose tokenizer to use (shipped name, "
+                        ".jinja file or HF folder; default: the model's, else qwen2.5)")
+    s.add_argument("--tokenizer", default=None, help="name, hf:DIR, tiktoken:NAME (default: the model's, else the "
+                                                     "template's)")
     s.add_argument("--device", default="auto")
     s.add_argument("--dtype", default=None)
     s.add_argument("--kv-cap-mb", type=float, default=2048.0)
@@ -68,7 +71,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "between its chunks (default 512)")
     s.add_argument("--max-prompt-tokens", type=int, default=0,
                    help="longest prompt accepted, in tokens (default: the model's window)")
-    s.add_argument("--max-new-tokens", type=int, default=64, help="largest max_tokens accepted (default 64)")
+    s.add_argument("--max-new-tokens", type=int, default=64,
+                   help="most tokens a reply may have: /v1/completions refuses a larger max_tokens, the chat routes "
+                        "cap it (default 64)")
     s.set_defaults(func=cmd_serve_engine, serves=True)
 
 
@@ -185,25 +190,32 @@ def _remote(args: argparse.Namespace, session: object) -> int:
 
 
 def cmd_serve_engine(args: argparse.Namespace) -> int:
+    from ..assembly import Assembler
     from ..engine.engine import Engine
     from ..engine.models import REAL_TEMPLATES, model_tokenizer
     from ..engine.server import EngineServer
-    from ..templates import get_template
-    from ..tokenizers import get_tokenizer
+    from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
+    from ..truncation import TruncationPolicy
 
     options.port(args.port)
     kv_cap = options.mebibytes(args.kv_cap_mb, "--kv-cap-mb", zero=True)
     limits = _server_limits(args)            # checked before the model loads: a typo fails at once
     model = engine_model(args)
     entry = getattr(args, "catalog_model", None)
-    name = args.tokenizer or model_tokenizer(model) or (entry.tokenizer if entry is not None else None)
-    if name is None:
-        template = args.template or REAL_TEMPLATES.get(model) or (entry.template if entry is not None else None)
-        name = get_template(template or "qwen2.5").tokenizer or FALLBACK_TOKENIZER
-    tok = get_tokenizer(name)
+    # The chat routes render as `workbench render` does with the same model, template and tokenizer:
+    # the catalog model's (or a real model's own vocabulary and family template), else the options.
+    template = args.template or REAL_TEMPLATES.get(model) or (entry.template if entry is not None else None) \
+        or DEFAULT_TEMPLATE
+    tokenizer = args.tokenizer or model_tokenizer(model) or (entry.tokenizer if entry is not None else None)
+    extra = {"render_limits": RenderLimits(isolate=True)} if template not in SHIPPED else {}  # unreviewed: own process
+    # A server never cuts a conversation to fit: one over the window is a 400 naming the limit.
+    asm = Assembler(template=template, tokenizer=tokenizer, model=entry.id if entry is not None else None,
+                    cache=None, truncation=TruncationPolicy(enabled=False), **extra)
+    tok = asm.tokenizer
     engine = Engine.load(model, vocab_size=tok.vocab_size, device=args.device, dtype=args.dtype,
                          kv_cap_bytes=kv_cap)
-    server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits)
+    server = EngineServer(engine, tok, host=args.host, port=args.port, limits=limits, assembler=asm,
+                          names=entry.names() if entry is not None else ())
     try:
         # until Ctrl-C or SIGTERM: the runner says "stopped"
         server.serve_forever(on_ready=lambda: print(f"serving {engine.m.name} ({engine.m.label}) on "

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Any
 
 from ..errors import ServeRequestError
 from .server_limits import ServerLimits
@@ -37,10 +39,11 @@ class ClientGone(Exception):
 
 
 async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       limits: ServerLimits) -> HttpRequest:
+                       limits: ServerLimits, on_path: Callable[[str], None] | None = None) -> HttpRequest:
     """One request, or ServeRequestError (with `.status`) saying what was wrong with it. The caller
     bounds the whole call by `limits.request_deadline_s`; each read here waits at most
-    `limits.read_timeout_s`."""
+    `limits.read_timeout_s`. `on_path(path)` learns the path as soon as the request line is read, so
+    that a refusal of the rest (a body too large) can answer in the route's own error shape."""
     line = b""
     for _ in range(4):          # RFC 9112 2.2: ignore empty lines before the request line
         line = await _line(reader, limits, first=True)
@@ -53,6 +56,8 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         raise ServeRequestError("malformed request line: expected METHOD /path HTTP/1.1, got "
                                 f"{_show(line)}", status=400)
     method, target = m.group(1).decode(), m.group(2).decode("latin-1")
+    if on_path is not None:
+        on_path(target.split("?", 1)[0])
     if (m.group(3), m.group(4)) not in ((b"1", b"0"), (b"1", b"1")):
         raise ServeRequestError(f"HTTP/{m.group(3).decode()}.{m.group(4).decode()} is not supported: "
                                 "speak HTTP/1.1", status=505)
@@ -149,7 +154,7 @@ async def _body(reader: asyncio.StreamReader, limits: ServerLimits, length: int)
     return b"".join(parts)
 
 
-def answer(status: int, body: dict, *, retry_after: int | None = None) -> bytes:
+def answer(status: int, body: dict[str, Any], *, headers: dict[str, str] | None = None) -> bytes:
     """The bytes of a whole JSON answer; every one closes the connection."""
     data = json.dumps(body).encode()
     try:
@@ -158,12 +163,11 @@ def answer(status: int, body: dict, *, retry_after: int | None = None) -> bytes:
         reason = "Error"
     head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json", f"Content-Length: {len(data)}",
             "Connection: close"]
-    if retry_after is not None:
-        head.append(f"Retry-After: {retry_after}")
+    head += [f"{k}: {v}" for k, v in (headers or {}).items()]
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
 
 
-def error_body(exc: ServeRequestError) -> dict:
+def error_body(exc: ServeRequestError) -> dict[str, Any]:
     """OpenAI's error shape (vLLM's too): {"error": {"message", "type", "param", "code"}}."""
     return {"error": {"message": str(exc), "type": exc.type, "param": exc.param, "code": exc.status}}
 
