@@ -52,6 +52,9 @@ from .controller import CANCELLED, Controller
 from .document import Autosave, SessionDocument
 from .files import AppFiles, OverwriteNeeded
 from .fix_buttons import PanelFixBar
+from .follow import CSS as FOLLOW_CSS
+from .follow import KEY as FOLLOW_KEY
+from .follow import FollowView, LogFollower, figures_html
 from .html import CSS, cache_html, diagnostics_html, export_html, header_html, not_computed_html, prefix_diff_html
 from .kv_panel import kv_figure, kv_html
 from .model_choice import estimate_html
@@ -354,11 +357,11 @@ class WorkbenchApp:
 
     def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None,
                  files: AppFiles | None = None, share: str | None = None, host_header: str | None = None,
-                 model: str | None = None):
+                 model: str | None = None, follow: LogFollower | None = None):
         pn.extension("plotly")
         self.files = files if files is not None else AppFiles.create(given=session_path)
         autosave = autosave if autosave is not None else Autosave()
-        if session_path is None and share is None:   # none named, no link: the session a page last opened
+        if session_path is None and share is None and follow is None:   # the session a page last opened
             session_path = last_opened.recall(autosave.folder, self.files)
         self.state = WorkbenchState(session_path, autosave=autosave)
         self._base_url = base_url(host_header)
@@ -375,9 +378,20 @@ class WorkbenchApp:
                 self.state.choose(model=model)
             except WorkbenchError as exc:         # unknown: said under the picker, the page opens
                 self.state.model_error = str(exc)
+        # A followed log (`--follow LOG`, follow.py): the page opens on its newest conversation.
+        self.follow = FollowView(follow) if follow is not None else None
+        if self.follow is not None:
+            if share is None:
+                self._follow_first()
+            else:
+                self.follow.chosen = True        # a shared link's session stays: nothing is opened over it
         s = self.state
         self._confirming = ("", "")                       # the names Overwrite and Replace were offered for
         self.session_select = pn.widgets.Select(**{LABEL: "Session"}, **self._picker())
+        self.follow_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS, FOLLOW_CSS],
+                                          visible=self.follow is not None, css_classes=["wb-follow-pane"])
+        self.follow_call = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS, FOLLOW_CSS],
+                                        visible=self.follow is not None, css_classes=["wb-follow-call-pane"])
         self.upload = pn.widgets.FileInput(accept=".json", multiple=False, sizing_mode="stretch_width")
         self.save_path = pn.widgets.TextInput(**{LABEL: "Save to (a .json name in the app's folder)"},
                                               value=self.files.default_save_name(s.doc), placeholder="my_session.json",
@@ -476,7 +490,7 @@ class WorkbenchApp:
                        self.share_button, sizing_mode="stretch_width")
         extra = pn.Tabs(("Custom template", self.custom), ("Tools", pn.Column(self.tools_alert, self.tools)),
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
-        controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select,
+        controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select, self.follow_status,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
                              self.share_box,
                              pn.Row(self.export_path, self.export_button, self.replace_button,
@@ -497,10 +511,12 @@ class WorkbenchApp:
                  ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
                  ("Diagnostics", self.diagnostics)]
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
-        main = pn.Column(self.header, self.alert, self.budget, self.panels_status, tabs, sizing_mode="stretch_width")
+        main = pn.Column(self.header, self.follow_call, self.alert, self.budget, self.panels_status, tabs,
+                         sizing_mode="stretch_width")
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
         self.teaching.on_present = lambda on: [w.param.update(visible=not on) for w in
-                                               (controls, self.header, self.budget, self.panels_status)]
+                                               (controls, self.header, self.follow_call, self.budget,
+                                                self.panels_status)]
         self._file_status()
         # The slower panels are computed for the open tab only (the Tokens tab needs none).
         names = [name for name, _ in pages]
@@ -510,6 +526,14 @@ class WorkbenchApp:
         self.tabs = tabs
         self.controller.refresh()
         self.controller.request_panels()
+        if follow is not None:
+            # New calls are read on the follower's thread; it hands each change to this page's
+            # document lock (call_from_thread), where `_follow_sync` applies it.
+            self._follow_pending = False
+            unsubscribe = follow.subscribe(self._follow_wake)
+            if self.host.doc is not None:
+                pn.state.on_session_destroyed(lambda _context: unsubscribe())
+            self._follow_sync()         # anything read between this page's start and its subscription
 
     def _turns(self) -> list[int]:
         return list(range(1, self.state.doc.turn_count + 1))
@@ -590,6 +614,9 @@ class WorkbenchApp:
         first option back, and that session would open instead."""
         self._picked = self.files.key_of(self.state.doc.path)
         options = self.files.options()
+        if self.follow is not None:      # the log's conversations first, newest first
+            options = {**self.follow.options(self.state), **options}
+            self._picked = self.follow.key(self.state) or self._picked
         if self._picked is None:
             self._picked = UNSAVED
             options = {f"{self.state.doc.name} (not saved)": UNSAVED, **options}
@@ -601,6 +628,8 @@ class WorkbenchApp:
 
     def _open(self, target: str | SessionDocument) -> None:
         try:
+            if self.follow is not None and isinstance(target, str) and target.startswith(FOLLOW_KEY):
+                target = self.follow.make(target, self.state)    # a conversation of the log, read back
             self.controller.open(target)
         except WorkbenchError as exc:
             # Inline, beside the picker; the picker goes back to the session still open (a forged
@@ -608,6 +637,9 @@ class WorkbenchApp:
             self._show_picked()
             self._file_status(error=f"not opened: {exc}")
             return
+        if self.follow is not None:
+            self.follow.attach(self.state)
+            self._show_follow()
         self._show_picked()
         self._compare_options()      # a snapshot pinned from the other session is not offered
         self.pickers.show()          # the note offers the model the new session's requests name
@@ -661,6 +693,10 @@ class WorkbenchApp:
         self._file_status(f"saved to {target}")
 
     def _revert(self) -> None:
+        if self.follow is not None and self.follow.copied(self.state) and self.follow.cid is not None:
+            self._open(FOLLOW_KEY + self.follow.cid)     # an edited copy of a followed conversation: the log's
+            self._file_status("reverted: following the log again")
+            return
         self.controller.revert()
         self._file_status("reverted to the saved file")
 
@@ -692,6 +728,8 @@ class WorkbenchApp:
         self.editor.counts = self.controller.token_counts()
         if self.state.doc.dirty and self.state.restored_at is None:
             self._file_status()
+        if self.follow is not None:
+            self._show_follow()
 
     def show_error(self, message: str) -> None:
         shown = message if self.state.result is None else \
@@ -730,6 +768,8 @@ class WorkbenchApp:
 
     def show_panels(self, panels: Panels) -> None:
         """The parts computed (the open tabs'); the others keep what they showed."""
+        if self.follow is not None:
+            self._show_follow()              # the logged call's line: the workbench's figures for its turn
         if "cache" in panels.parts:
             self.cache.object = cache_html(panels)
             self.cache_chart.object = panels.cache_figure
@@ -748,6 +788,59 @@ class WorkbenchApp:
         self.fix_bar.update(None)
         self.cache_chart.object = None
         self.teaching.not_computed(note)
+
+    # a followed log --------------------------------------------------------------------------------
+    def _follow_first(self) -> None:
+        """Open the log's newest conversation, if the follower has read the log (else `_follow_sync`
+        opens it once it has)."""
+        assert self.follow is not None
+        newest = self.follow.newest() if self.follow.follower.caught_up else None
+        if newest is None:
+            return
+        try:
+            self.state.open(self.follow.make(newest, self.state))
+        except WorkbenchError as exc:
+            self.follow.note = f"not opened: {exc}"
+            return
+        self.follow.attach(self.state, chosen=False)
+
+    def _follow_wake(self) -> None:
+        """From the follower's thread: sync on this page's document lock, once however many changes came."""
+        if not self._follow_pending:
+            self._follow_pending = True
+            self.host.call_from_thread(self._follow_sync)
+
+    def _follow_sync(self) -> None:
+        self._follow_pending = False
+        assert self.follow is not None
+        try:
+            update = self.follow.sync(self.controller)
+        except WorkbenchError as exc:        # shown in the status line; following goes on
+            self.follow.note = str(exc)
+            self._show_follow()
+            return
+        if update.open is not None:
+            self._open(FOLLOW_KEY + update.open)
+            self.follow.chosen = False       # opened for the user, not by them
+            return
+        if update.picker:
+            self._show_picked()
+        if update.reopened:
+            self.pickers.show()              # the template the log names may have been chosen
+        if update.added:
+            self._file_status()
+        self._show_follow()
+
+    def _show_follow(self) -> None:
+        assert self.follow is not None
+        if self.follow.copied(self.state) and self.session_select.value != UNSAVED:
+            self._show_picked()      # an edited copy: the picker says so; picking the log's entry follows it again
+        status = self.follow.status_html(self.state)
+        if self.follow_status.object != status:
+            self.follow_status.object = status
+        call = figures_html(self.follow.figures(self.state, self.controller.last_panels))
+        if self.follow_call.object != call:
+            self.follow_call.object = call
 
     # the Compare tab -----------------------------------------------------------------------------
     def _compare_tab(self) -> Any:
@@ -885,12 +978,15 @@ class WorkbenchApp:
         self.kv_status.object = f'<div class="wb-muted">{html.escape(text)}</div>' if text else ""
 
 
-def build_app(session_path: str | None = None, files: AppFiles | None = None, model: str | None = None) -> Any:
+def build_app(session_path: str | None = None, files: AppFiles | None = None, model: str | None = None,
+              follow: LogFollower | None = None) -> Any:
     """The app's Panel object (one per browser session: each has its own state). A page opened
-    with `?state=` (a shared link) starts on that state; otherwise on `model` (a catalog name), if given."""
+    with `?state=` (a shared link) starts on that state; otherwise on `model` (a catalog name), if given.
+    `follow`: the followed log (one follower for every page)."""
     _serve_panel_files_locally()
     share, host = _request_share()
-    return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model).layout
+    return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model,
+                        follow=follow).layout
 
 
 def _serve_panel_files_locally() -> None:
@@ -933,10 +1029,13 @@ def session_expiry() -> dict[str, int]:
 
 
 def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, show: bool = False, *,
-          sessions: str | None = None, export_dir: str | None = None, model: str | None = None) -> None:
+          sessions: str | None = None, export_dir: str | None = None, model: str | None = None,
+          follow: str | None = None) -> None:
     """Serve the app on http://HOST:PORT/ (a free port when 0) until interrupted; prints the URL first.
     Its files: `sessions` (default WORKBENCH_HOME/sessions) and `export_dir` (default `exports/` in it),
-    made now if missing; what crashed saves left there (and in the autosave folder) is removed first."""
+    made now if missing; what crashed saves left there (and in the autosave folder) is removed first.
+    `follow`: a request log to follow live (follow.py): read on one background thread from the start,
+    its conversations in every page's picker."""
     if session is not None:
         load_session(session)   # a bad file fails now, with its one-line error, not in every page
     if model is not None:
@@ -947,6 +1046,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
     removed = files.sweep(Autosave().folder)
     if removed:
         print(f"removed {len(removed)} temporary file(s) left by an interrupted save", file=sys.stderr, flush=True)
+    follower = LogFollower(follow).start() if follow is not None else None
     try:
         port = port or free_port(host)
         if host in ("0.0.0.0", "::"):   # every interface: pages may come from any address of this machine
@@ -954,12 +1054,14 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
         else:
             origins = [f"{host}:{port}"] + ([f"localhost:{port}"] if host in ("127.0.0.1", "::1") else [])
         def page() -> Any:  # a plain function: Panel calls it once per browser session
-            return build_app(session, files, model)
+            return build_app(session, files, model, follower)
 
         server = pn.serve({"/": page}, address=host, port=port, websocket_origin=origins,
                           extra_patterns=handlers(origins), show=False, start=False, title="Prompt Workbench",
                           verbose=False, **session_expiry())
     except OSError as exc:
+        if follower is not None:
+            follower.stop()
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
@@ -973,4 +1075,6 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
         server.io_loop.start()
     finally:
         server.stop()
+        if follower is not None:
+            follower.stop()
         sys.stdout.flush()

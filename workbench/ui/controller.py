@@ -206,6 +206,16 @@ class Controller:
         self.refresh()
         self.request_panels()
 
+    def followed(self, turn_moved: bool) -> None:
+        """A followed log's new calls were added as turns (state.extend_log; ui/follow.py): the turn
+        picker gains them; the selected turn, if it moved to the newest, is assembled and shown at
+        once; the panels (every turn, the simulations) follow at once, not PANELS_MS later. Nothing
+        to autosave: the log is not edited."""
+        self.host.show_editor(turn_moved)     # a log's turn is its own request: the editor shows the new one
+        if turn_moved:
+            self.refresh()
+        self.request_panels(0)
+
     def open(self, doc: SessionDocument | str) -> None:
         """Another session: a document (an upload), or a picker key (with `files`; anything it did not
         offer raises FileAccessError and changes nothing), or a file path (without)."""

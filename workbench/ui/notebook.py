@@ -241,7 +241,7 @@ class Workbench:
     `select_turn`) update them before they return, for scripted notebooks."""
 
     def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None,
-                 shared: Any = None, model: str | None = None):
+                 shared: Any = None, model: str | None = None, follow: Any = None):
         from ..errors import WorkbenchError
         from .controller import Controller
         from .document import SessionDocument
@@ -265,9 +265,24 @@ class Workbench:
                 self.state.choose(model=model)
             except WorkbenchError as exc:    # ModelNotFoundError: shown inline, the widget opens
                 self.state.model_error = str(exc)
+        # A followed log (`Workbench.follow`, follow.py): the widget opens on its newest conversation.
+        self.follower = follow
+        self.follow_view: Any = None
+        if follow is not None:
+            from .follow import FollowView
+            self.follow_view = FollowView(follow)
+            newest = self.follow_view.newest() if follow.caught_up else None
+            if newest is not None:
+                try:
+                    self.state.open(self.follow_view.make(newest, self.state))
+                    self.follow_view.attach(self.state, chosen=False)
+                except WorkbenchError as exc:
+                    self.follow_view.note = f"not opened: {exc}"
         s = self.state
-        self.session_select = W.Dropdown(description="Session", options=list(s.samples.items()),
-                                         value=s.doc.path if s.doc.path in s.samples.values() else None)
+        self._picker_quiet = False
+        self.session_select = W.Dropdown(description="Session", options=self._session_options(),
+                                         value=self._session_value())
+        self.follow_status, self.follow_call = W.HTML(), W.HTML()
         self.turn_select = W.Dropdown(description="Turn", options=self._turns(), value=s.turn)
         # The model, template and tokenizer pickers, and the KV tab's shape (model_picker.py).
         self.pickers = NotebookPickers(self.controller)
@@ -314,7 +329,7 @@ class Workbench:
         compare_tab = self._compare_tab()
         self.run_tab = _NotebookRun(self)
 
-        self.session_select.observe(lambda c: c["new"] and self._open(c["new"]), "value")
+        self.session_select.observe(lambda c: c["new"] and not self._picker_quiet and self._open(c["new"]), "value")
         self._quiet = False
         self.turn_select.observe(lambda c: not self._quiet and c["new"] and c["new"] != s.turn and
                                  self.controller.select_turn(c["new"]),
@@ -368,15 +383,127 @@ class Workbench:
         self.undo_button, self.redo_button = W.Button(description="↶ Undo"), W.Button(description="↷ Redo")
         self.undo_button.on_click(lambda _b: self.undo())
         self.redo_button.on_click(lambda _b: self.redo())
-        left = W.VBox([self.session_select, self.model_select, self.pickers.note, self.turn_select,
+        left = W.VBox([self.session_select, self.follow_status, self.model_select, self.pickers.note, self.turn_select,
                        self.template_select, self.tokenizer_select,
                        self.budget_controls.layout, W.HBox([self.undo_button, self.redo_button]), self.editor, extra],
                       layout=W.Layout(width="40%"))
-        right = W.VBox([W.HTML(f"<style>{CSS}</style>"), self.header, self.alert, self.budget, self.panels_status,
-                        tabs],
+        from .follow import CSS as FOLLOW_CSS
+        right = W.VBox([W.HTML(f"<style>{CSS}{FOLLOW_CSS}</style>"), self.header, self.follow_call, self.alert,
+                        self.budget,
+                        self.panels_status, tabs],
                        layout=W.Layout(width="60%"))
         self.widget = W.HBox([left, right])
         self.controller.request_panels()
+
+    @classmethod
+    def follow(cls, log: Any, **kw: Any) -> "Workbench":
+        """The workbench on a request log followed live (docs/workbench.md, "Following a request
+        log"): the session picker lists its conversations, newest first; each call logged from now on
+        becomes a new turn of its conversation. The log as it is now is read here, then a background
+        thread polls it every 0.2 s. In a running kernel each change is applied on the kernel's event
+        loop (after the running cell, or while a cell awaits); `wb.poll()` reads and applies at once
+        (a script). The log is only read; an edit makes the shown conversation a copy.
+        `wb.stop_following()` ends it."""
+        from .follow import LogFollower
+        follower = LogFollower(log)
+        follower.poll()
+        wb = cls(follow=follower, **kw)
+        wb._follow_start()
+        return wb
+
+    def _follow_start(self) -> None:
+        import asyncio
+        assert self.follower is not None
+        try:
+            loop: Any = asyncio.get_event_loop()
+        except RuntimeError:
+            loop = None
+        self._follow_pending = False
+        if loop is not None and loop.is_running():
+            def wake() -> None:          # from the reader thread: hand off to the kernel's loop, once
+                if not self._follow_pending:
+                    self._follow_pending = True
+                    try:
+                        loop.call_soon_threadsafe(self._follow_sync)
+                    except RuntimeError:     # the loop is closed: the kernel is going away
+                        pass
+            self._unsubscribe = self.follower.subscribe(wake)
+        self.follower.start()
+        self._follow_sync()
+
+    def poll(self) -> Any:
+        """Read what the followed log gained and show it now; returns the FollowUpdate (follow.py)."""
+        if self.follower is None:
+            from ..errors import WorkbenchError
+            raise WorkbenchError("this Workbench follows no log", hint="Workbench.follow(LOG)")
+        self.follower.poll()
+        self.synchronous = True       # the refresh and panels it starts run here, before this returns
+        try:
+            return self._follow_sync()
+        finally:
+            self.synchronous = False
+
+    def stop_following(self) -> None:
+        """Stop following the log (the reader thread ends; what is shown stays)."""
+        if self.follower is not None:
+            unsubscribe = getattr(self, "_unsubscribe", None)
+            if unsubscribe is not None:
+                unsubscribe()
+            self.follower.stop()
+
+    def _follow_sync(self) -> Any:
+        from ..errors import WorkbenchError
+        from .follow import KEY
+        self._follow_pending = False
+        view = self.follow_view
+        try:
+            update = view.sync(self.controller)
+        except WorkbenchError as exc:        # shown in the status line; following goes on
+            view.note = str(exc)
+            self._show_follow()
+            return None
+        if update.open is not None:
+            self._open(KEY + update.open)
+            view.chosen = False              # opened for the user, not by them
+        elif update.picker:
+            self._show_picker()
+        if update.reopened:
+            self.pickers.show()              # the template the log names may have been chosen
+        self._show_follow()
+        return update
+
+    def _show_follow(self) -> None:
+        from .follow import figures_html
+        if self.follow_view is None:
+            return
+        status = self.follow_view.status_html(self.state)
+        if self.follow_status.value != status:
+            self.follow_status.value = status
+        call = figures_html(self.follow_view.figures(self.state, self.controller.last_panels))
+        if self.follow_call.value != call:
+            self.follow_call.value = call
+
+    def _session_options(self) -> list[tuple[str, str]]:
+        opts = list(self.state.samples.items())
+        if self.follow_view is not None:
+            opts = [*self.follow_view.options(self.state).items(), *opts]
+        return opts
+
+    def _session_value(self) -> str | None:
+        s = self.state
+        key = self.follow_view.key(s) if self.follow_view is not None else None
+        return key or (s.doc.path if s.doc.path in s.samples.values() else None)
+
+    def _show_picker(self) -> None:
+        opts, value = self._session_options(), self._session_value()
+        self._picker_quiet = True     # setting options resets the value: not a choice of the user's
+        try:
+            if list(self.session_select.options) != opts:
+                self.session_select.options = opts
+            if self.session_select.value != value:
+                self.session_select.value = value
+        finally:
+            self._picker_quiet = False
 
     @classmethod
     def from_share(cls, text: str, **kw: Any) -> "Workbench":
@@ -690,10 +817,21 @@ class Workbench:
         return list(range(1, self.state.doc.turn_count + 1))
 
     def _open(self, path: str) -> None:
+        from .follow import KEY
         try:
-            self.controller.open(path)
+            if self.follow_view is not None and path.startswith(KEY):
+                self.controller.open(self.follow_view.make(path, self.state))   # a conversation of the log
+            else:
+                self.controller.open(path)
         except Exception as exc:  # noqa: BLE001 - shown inline, the widget keeps running
             self._show_error(str(exc))
+            if self.follow_view is not None:
+                self._show_picker()          # back to what is still shown
+        else:
+            if self.follow_view is not None:
+                self.follow_view.attach(self.state)
+                self._show_picker()
+                self._show_follow()
         self._compare_options()      # a snapshot pinned from the other session is not offered
         self.pickers.show()          # the note offers the model the new session's requests name
 
@@ -732,6 +870,10 @@ class Workbench:
         self.budget_controls.show()
         self.diagnostics.value = diagnostics_html(result)
         self.editor.counts = self.controller.token_counts()
+        if self.follow_view is not None:
+            if self.follow_view.copied(self.state) and self.session_select.value is not None:
+                self._show_picker()      # an edited copy: no longer the log's entry, which follows it again
+            self._show_follow()
 
     def _show_error(self, message: str) -> None:
         shown = message if self.state.result is None else \
@@ -762,6 +904,7 @@ class Workbench:
     def _show_panels(self, panels: Any) -> None:
         """The parts computed (the open tabs'); the others keep what they showed."""
         from .html import cache_html, prefix_diff_html
+        self._show_follow()
         if "cache" in panels.parts:
             self.cache.value = cache_html(panels)
             if self.cache_chart is not None:

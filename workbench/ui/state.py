@@ -215,6 +215,24 @@ class WorkbenchState:
             self.turn = step.turn            # a log's step belongs to its turn's request: show that turn
         return step, edit
 
+    def extend_log(self, requests: list[dict]) -> bool:
+        """Requests added at the end of a log document: a followed request log's new calls
+        (ui/follow.py), not an edit, so the document stays unedited and nothing is recorded for undo.
+        The earlier turns keep their assembled records (only the new ones are assembled); the
+        selected turn moves to the new last one if it was the last. Returns whether it moved."""
+        if not self.doc.is_log:
+            raise EditError("only a log of requests gains turns from a followed log")
+        if not requests:
+            return False
+        was_last = self.turn == self.doc.turn_count
+        first = self.doc.turn_count + 1
+        # A new list (copy on write): a snapshot taken before (the autosave's, a share) never changes.
+        self.doc.data["requests"] = [*self.doc.data["requests"], *requests]
+        self._changed(first, True)
+        if was_last:
+            self.turn = self.doc.turn_count
+        return was_last
+
     def set_json_field(self, name: str, text: str) -> None:
         """Tools or variables typed as JSON: checked here, errors name the box, line and column."""
         value = parse_json_field(text, name) if text.strip() else None
