@@ -37,6 +37,7 @@ class Upstream:
     delay: float = 0.0
     gate: threading.Event | None = None        # set: the streamed reply goes on after its first event
     gone: threading.Event = field(default_factory=threading.Event)
+    hold_end: threading.Event | None = None    # set: the streamed reply ends (after its last event)
     usage_cached: int = 7
     counter: int = 0
 
@@ -156,6 +157,8 @@ def upstream() -> Iterator[Upstream]:
                 if k == 0 and up.gate is not None:
                     while not up.gate.is_set():
                         await asyncio.sleep(0.01)
+            while up.hold_end is not None and not up.hold_end.is_set():
+                await asyncio.sleep(0.01)
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             up.gone.set()

@@ -238,6 +238,34 @@ def test_a_client_that_goes_away_mid_stream_ends_the_upstream_call(up: Upstream,
         up.gate = None
 
 
+@pytest.mark.parametrize("path, last", [("/v1/chat/completions", b"data: [DONE]"),
+                                         ("/v1/responses", b"event: response.completed"),
+                                         ("/v1/messages", b"event: message_stop")])
+def test_a_client_that_leaves_after_the_last_event_got_a_whole_reply(up: Upstream, rec: tuple[str, Path],
+                                                                     path: str, last: bytes) -> None:
+    """SDKs close the connection once they have read a stream's last event, which may be before the
+    upstream's end of the reply: that call is whole, not cut."""
+    url, log = rec
+    before = count(log)
+    up.hold_end = threading.Event()
+    try:
+        body: dict[str, Any] = {"model": "m", "stream": True, "max_tokens": 9,
+                                "stream_options": {"include_usage": True}}
+        body.update({"input": "bye"} if path.endswith("responses") else {"messages": [{"role": "user",
+                                                                                        "content": "bye"}]})
+        got = b""
+        with httpx.Client(timeout=60) as c, c.stream("POST", url + path, json=body) as r:
+            for chunk in r.iter_raw():
+                got += chunk
+                if last in got and got.endswith(b"\n\n"):
+                    break                        # as an SDK does: the last event read, the connection closed
+        (line,) = log_lines(log, before + 1)[before:]
+        assert "error" not in line and line["response"]["usage"]
+    finally:
+        up.hold_end.set()
+        up.hold_end = None
+
+
 def test_the_log_rotates_by_size_and_every_line_stays_whole(up: Upstream, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     with recorder(up.base, log, "--rotate-mb", str(4096 / 2**20), "--backups", "2") as url:

@@ -182,6 +182,7 @@ class Recorder:
         status: int | None = None
         error: str | None = None
         first_byte: float | None = None
+        length: int | None = None        # the upstream's Content-Length, when it sent one
         try:
             async with self._session.request(request.method, url, headers=headers, data=body,
                                              allow_redirects=False) as up:
@@ -191,6 +192,7 @@ class Recorder:
                     if k.lower() not in HOP_BY_HOP:
                         out.headers.add(k, v)
                 streamed = up.content_type == "text/event-stream"
+                length = up.content_length
                 if parsed is not None and api is not None and streamed:
                     assembler, decoder, kept = ASSEMBLERS[api](), EventDecoder(), None
                 await out.prepare(request)
@@ -211,11 +213,16 @@ class Recorder:
                 await out.write_eof()
         except asyncio.CancelledError:
             # The client went away: leaving the `async with` closed the upstream call. Logged, then
-            # the cancellation goes on.
-            self.stats.counts["client_gone"] += 1
+            # the cancellation goes on. An SDK closes its connection as soon as it has read the
+            # stream's last event ([DONE], message_stop, response.completed) or the whole body,
+            # which may be before the upstream's end reaches here: that reply is whole.
+            whole = (assembler.finished if assembler is not None
+                     else length is not None and kept_size >= length)
+            if not whole:
+                self.stats.counts["client_gone"] += 1
             if parsed is not None and api is not None:
                 self._log(cid, how, stamp, started, first_byte, api, parsed, status, assembler, kept,
-                          kept_size, request, error="the client went away before the reply ended")
+                          kept_size, request, error=None if whole else "the client went away before the reply ended")
             raise
         except (ConnectionResetError, ClientError, TimeoutError) as exc:
             error = _describe(exc)

@@ -75,9 +75,11 @@ class StreamAssembler:
         self.events = 0
         self.bad = 0                # data that is not JSON (counted; the client got it as sent)
         self.error: Any = None      # an error event's payload, if the stream carried one
+        self.finished = False       # the API's last event came: the reply is whole
 
     def add(self, ev: Event) -> None:
         if ev.data == "[DONE]":
+            self.finished = True
             return
         try:
             data = json.loads(ev.data)
@@ -173,6 +175,7 @@ class ResponsesStream(StreamAssembler):
         if kind in ("response.completed", "response.incomplete", "response.failed") and isinstance(
                 data.get("response"), dict):
             self.final = data["response"]
+            self.finished = True
         elif kind in ("response.created", "response.in_progress") and isinstance(data.get("response"), dict):
             self.started = data["response"]
         elif kind == "response.output_item.done" and isinstance(data.get("output_index"), int):
@@ -224,6 +227,8 @@ class MessagesStream(StreamAssembler):
                     self.blocks[i]["input"] = json.loads(raw) if raw else {}
                 except ValueError:
                     self.blocks[i]["input"] = raw          # as sent, for the log to show
+        elif kind == "message_stop":
+            self.finished = True
         elif kind == "message_delta":
             msg = self.message if self.message is not None else {}
             self.message = msg
