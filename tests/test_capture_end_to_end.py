@@ -1,9 +1,8 @@
 """Issue 31's loop, end to end: the official SDKs call `workbench record`, which forwards to
 `workbench serve-engine --model tiny`; every call is one log line holding the usage the engine
-reported (its radix cache's cached tokens), and the request the SDK sent. The oracle for the usage
-is what the SDK itself parsed from the engine's reply; for the request, the engine's own render of
-it (`/tokenize` is not involved: the log's request is assembled by the workbench and compared with
-the prompt ids the engine reports)."""
+reported (its radix cache's cached tokens). The oracle for the usage is what each SDK itself
+parsed from the engine's reply, not the recorder's reading of it. Then the same loop with
+`workbench app --follow LOG` open in Chromium: each call shows up live."""
 
 from __future__ import annotations
 
