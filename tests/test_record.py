@@ -308,3 +308,42 @@ def test_only_a_path_goes_on_to_the_upstream(up: Upstream, rec: tuple[str, Path]
                 answer += chunk
         assert answer.split(b"\r\n")[0].split()[1] in (b"400",), answer[:200]
     assert len(up.seen) == seen
+
+
+def raw_exchange(url: str, data: bytes) -> bytes:
+    """Send `data` on a fresh connection; the answer's head."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(data)
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer and (chunk := s.recv(65536)):
+                answer += chunk          # the status line and headers are enough (the server may linger)
+        except OSError:
+            pass
+    return answer
+
+
+def test_a_header_flood_and_a_slow_body_are_bounded(up: Upstream, tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    with recorder(up.base, log, "--body-timeout", "1") as url:
+        seen = len(up.seen)
+        flood = b"".join(b"X-H%d: v\r\n" % k for k in range(500))
+        answer = raw_exchange(url, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + flood + b"\r\n")
+        assert answer.split(b"\r\n")[0].split()[1] in (b"400", b"431"), answer[:200]
+        long_line = b"X-Long: " + b"a" * 20_000 + b"\r\n"
+        answer = raw_exchange(url, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + long_line + b"\r\n")
+        assert answer.split(b"\r\n")[0].split()[1] in (b"400", b"431"), answer[:200]
+        # A body that trickles: 408 once --body-timeout has passed, nothing sent on.
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" \
+               b"Content-Length: 100\r\nConnection: close\r\n\r\n{"
+        answer = raw_exchange(url, head)
+        assert answer.split(b"\r\n")[0].split()[1] == b"408", answer[:200]
+        assert len(up.seen) == seen
+        health = httpx.get(url + "/__workbench__/health", timeout=30).json()
+        assert health["slow_client"] == 1
+        (line,) = log_lines(log, 1)
+        assert line["unrecorded"]["status"] == 408
+        # and the recorder still serves
+        r = post(url, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "still here"}]})
+        assert r.status_code == 200 and len(up.seen) == seen + 1

@@ -30,6 +30,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--read-timeout", type=float, default=600.0,
                    help="seconds the upstream may stay silent within a reply; then 504, or the reply cut "
                         "(default 600)")
+    p.add_argument("--body-timeout", type=float, default=60.0,
+                   help="seconds for a client to send its whole request body; then 408 (default 60)")
     p.add_argument("--max-inflight", type=int, default=256, help="calls in progress; past it, 503 (default 256)")
     p.add_argument("--rotate-mb", type=float, default=256.0,
                    help="start a new log file past this size, in MiB; the old one becomes FILE.1 (default 256)")
@@ -39,7 +41,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_record(args: argparse.Namespace) -> int:
     options.port(args.port)
-    for flag, value in (("--connect-timeout", args.connect_timeout), ("--read-timeout", args.read_timeout)):
+    for flag, value in (("--connect-timeout", args.connect_timeout), ("--read-timeout", args.read_timeout),
+                        ("--body-timeout", args.body_timeout)):
         if not 0 < value < float("inf"):      # also refuses nan
             raise WorkbenchError(f"{flag} must be a positive number of seconds, got {value}")
     options.at_least(args.max_inflight, 1, "--max-inflight")
@@ -53,6 +56,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                           provider=args.provider,
                           max_body_bytes=options.mebibytes(args.max_body_mb, "--max-body-mb", zero=False),
                           connect_timeout=args.connect_timeout, read_timeout=args.read_timeout,
+                          body_timeout=args.body_timeout,
                           max_inflight=args.max_inflight,
                           rotate_bytes=options.mebibytes(args.rotate_mb, "--rotate-mb", zero=False),
                           backups=args.backups)
