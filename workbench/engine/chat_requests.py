@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ServeRequestError
-from .server_requests import _kind, _show
+from .server_requests import kind_of, shown
 
 CHAT, RESPONSES, ANTHROPIC = "chat", "responses", "anthropic"
 ROUTES = {"/v1/chat/completions": CHAT, "/v1/responses": RESPONSES, "/v1/messages": ANTHROPIC}
@@ -58,7 +58,7 @@ def chat_request(api: str, body: dict[str, Any], *, models: frozenset[str]) -> C
         max_tokens = _count(body, key, required=False)
         n = body.get("n")
         if n is not None and (type(n) is not int or n != 1):
-            raise ServeRequestError(f"only one choice is generated: must be 1, got {_show(n)}", param="n")
+            raise ServeRequestError(f"only one choice is generated: must be 1, got {shown(n)}", param="n")
         if body.get("logprobs") not in (None, False) or body.get("top_logprobs") not in (None, 0):
             raise ServeRequestError("log probabilities are not returned by this server", param="logprobs")
         seed = _optional(body, "seed", int, None)
@@ -85,7 +85,7 @@ def _model(body: dict[str, Any], models: frozenset[str]) -> None:
     if name is None:
         return
     if not isinstance(name, str):
-        raise ServeRequestError(f"must be a string, got {_kind(name)}", param="model")
+        raise ServeRequestError(f"must be a string, got {kind_of(name)}", param="model")
     if name not in models:
         raise ServeRequestError(f"the model {name[:100]!r} does not exist here; this server has "
                                 + ", ".join(repr(m) for m in sorted(models)), status=404, param="model")
@@ -97,7 +97,7 @@ def _optional(body: dict[str, Any], key: str, kind: type, default: Any, *, where
         return default
     if type(value) is not kind:            # not isinstance: true is not an integer here
         want = {bool: "true or false", int: "an integer", dict: "an object"}[kind]
-        raise ServeRequestError(f"must be {want}, got {_kind(value)} {_show(value)}", param=where or key)
+        raise ServeRequestError(f"must be {want}, got {kind_of(value)} {shown(value)}", param=where or key)
     return value
 
 
@@ -106,7 +106,7 @@ def _number(body: dict[str, Any], key: str, low: float, high: float, *, default:
     if value is None:
         return default
     if type(value) not in (int, float) or not math.isfinite(value) or not low <= value <= high:
-        raise ServeRequestError(f"must be a number from {low:g} to {high:g}, got {_show(value)}", param=key)
+        raise ServeRequestError(f"must be a number from {low:g} to {high:g}, got {shown(value)}", param=key)
     return float(value)
 
 
@@ -117,7 +117,7 @@ def _count(body: dict[str, Any], key: str, *, required: bool) -> int | None:
             raise ServeRequestError("is required: the most tokens the reply may have", param=key)
         return None
     if type(value) is not int or value < 1:
-        raise ServeRequestError(f"must be an integer of at least 1, got {_show(value)}", param=key)
+        raise ServeRequestError(f"must be an integer of at least 1, got {shown(value)}", param=key)
     return value
 
 
@@ -128,7 +128,7 @@ def _stops(body: dict[str, Any], key: str, api: str) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) and api == CHAT else value
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
         raise ServeRequestError(f"must be {'a string or ' if api == CHAT else ''}a list of strings, got "
-                                f"{_kind(value)}", param=key)
+                                f"{kind_of(value)}", param=key)
     if len(items) > MAX_STOPS[api]:
         raise ServeRequestError(f"at most {MAX_STOPS[api]} stop sequences, got {len(items)}", param=key)
     for i, s in enumerate(items):

@@ -41,7 +41,7 @@ def parse_body(raw: bytes, *, max_depth: int) -> dict[str, Any]:
         raise ServeRequestError(f"the body is not valid JSON: {_short(exc)}",
                                 hint="send one JSON object, UTF-8 encoded") from None
     if not isinstance(body, dict):
-        raise ServeRequestError(f"the body must be a JSON object, got {_kind(body)}")
+        raise ServeRequestError(f"the body must be a JSON object, got {kind_of(body)}")
     depth = _depth(body)
     if depth > max_depth:
         raise ServeRequestError(f"the JSON is nested {depth} levels deep, over the limit of {max_depth}")
@@ -55,7 +55,7 @@ def completion_request(body: dict[str, Any], *, model: str, vocab_size: int, max
     if max_tokens is None:
         max_tokens = 16
     if type(max_tokens) is not int or not 0 <= max_tokens <= max_new_tokens:
-        raise ServeRequestError(f"must be an integer from 0 to {max_new_tokens}, got {_show(max_tokens)}",
+        raise ServeRequestError(f"must be an integer from 0 to {max_new_tokens}, got {shown(max_tokens)}",
                                 param="max_tokens")
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (list, str)):
@@ -69,17 +69,17 @@ def completion_request(body: dict[str, Any], *, model: str, vocab_size: int, max
         return CompletionRequest(token_ids(prompt, vocab_size, where), None, max_tokens)
     if prompt is None:
         raise ServeRequestError("is required: a string or a list of token ids", param="prompt")
-    raise ServeRequestError(f"must be a string or a list of token ids, got {_kind(prompt)}", param="prompt")
+    raise ServeRequestError(f"must be a string or a list of token ids, got {kind_of(prompt)}", param="prompt")
 
 
 def tokenize_request(body: dict[str, Any], *, model: str) -> TokenizeRequest:
     _check_model(body, model)
     if "add_special_tokens" in body and not isinstance(body["add_special_tokens"], bool):
-        raise ServeRequestError(f"must be true or false, got {_show(body['add_special_tokens'])}",
+        raise ServeRequestError(f"must be true or false, got {shown(body['add_special_tokens'])}",
                                 param="add_special_tokens")
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
-        raise ServeRequestError(f"must be a string, got {_kind(prompt)}", param="prompt",
+        raise ServeRequestError(f"must be a string, got {kind_of(prompt)}", param="prompt",
                                 hint="this server tokenizes text prompts only")
     return TokenizeRequest(_text(prompt, "prompt", allow_empty=True))
 
@@ -94,10 +94,10 @@ def token_ids(prompt: list, vocab_size: int, where: str = "prompt") -> np.ndarra
             if i == 0 and isinstance(x, (list, str)):
                 raise ServeRequestError("a batch of several prompts is not supported: send one per request",
                                         param=where)
-            raise ServeRequestError(f"must be a token id (an integer), got {_kind(x)} {_show(x)}",
+            raise ServeRequestError(f"must be a token id (an integer), got {kind_of(x)} {shown(x)}",
                                     param=f"{where}[{i}]")
         if not 0 <= x < vocab_size:
-            raise ServeRequestError(f"token id {_show(x)} is outside the tokenizer's vocabulary (0 to "
+            raise ServeRequestError(f"token id {shown(x)} is outside the tokenizer's vocabulary (0 to "
                                     f"{vocab_size - 1})", param=f"{where}[{i}]",
                                     hint="send ids from the model's own tokenizer")
     return np.asarray(prompt, dtype=np.uint32)
@@ -119,7 +119,7 @@ def _check_model(body: dict[str, Any], model: str) -> None:
     if name is None:
         return
     if not isinstance(name, str):
-        raise ServeRequestError(f"must be a string, got {_kind(name)}", param="model")
+        raise ServeRequestError(f"must be a string, got {kind_of(name)}", param="model")
     if name != model:
         raise ServeRequestError(f"the model {name[:100]!r} does not exist here; this server has {model!r}",
                                 status=404, param="model")
@@ -127,13 +127,13 @@ def _check_model(body: dict[str, Any], model: str) -> None:
 
 def _check_common(body: dict[str, Any]) -> None:
     if body.get("stream") not in (None, False):
-        raise ServeRequestError(f"streaming is not supported, got {_show(body['stream'])}", param="stream")
+        raise ServeRequestError(f"streaming is not supported, got {shown(body['stream'])}", param="stream")
     n = body.get("n")
     if n is not None and (type(n) is not int or n != 1):
-        raise ServeRequestError(f"only one choice is generated: must be 1, got {_show(n)}", param="n")
+        raise ServeRequestError(f"only one choice is generated: must be 1, got {shown(n)}", param="n")
     t = body.get("temperature")
     if t is not None and (type(t) not in (int, float) or not 0 <= t <= 2):
-        raise ServeRequestError(f"must be a number from 0 to 2, got {_show(t)}", param="temperature",
+        raise ServeRequestError(f"must be a number from 0 to 2, got {shown(t)}", param="temperature",
                                 hint="decoding here is always greedy")
 
 
@@ -164,12 +164,14 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _kind(v: Any) -> str:
+def kind_of(v: Any) -> str:
+    """What a JSON value is, in words, for an error message (shared by the chat routes' checks)."""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
             float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _show(v: Any) -> str:
+def shown(v: Any) -> str:
+    """A JSON value as an error message quotes it: short, and a huge integer by its length."""
     text = json.dumps(v) if not isinstance(v, int) or abs(v) < 10**30 else f"an integer of {len(str(abs(v)))} digits"
     return text if len(text) <= 60 else text[:57] + "…"
 
