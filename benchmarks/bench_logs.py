@@ -17,7 +17,13 @@ Ray's ten or more Python processes spends about 0.9 s of CPU on it there (local 
 against 87 to 88 s, 100,000 requests on two cores). The single-process run never imports
 jsonschema, and is the same in both.
 
+With `--usage-overhead` it measures what the reconciliation (issue 32) adds instead: the same logs
+in two copies, every line's `response.usage` taken out of one and present in the other (a line the
+generator wrote without usage gets an OpenAI-shaped one and `provider: openai`), each aggregated in
+one process and on local Ray, the times printed side by side with the ratio (bar: at most 1.15).
+
 Run:  .venv/bin/python benchmarks/bench_logs.py                      (100,000 requests, 10,000 sessions)
+      .venv/bin/python benchmarks/bench_logs.py --usage-overhead --here --requests 5000
       .venv/bin/python benchmarks/bench_logs.py --requests 3000      (a small run; sessions = requests / 10)
       .venv/bin/python benchmarks/bench_logs.py --here               (in this interpreter, not the deployment's)
 """
@@ -229,6 +235,52 @@ def timed(paths: list[str], ray: Any) -> tuple[dict[str, Any], float, TreeMemory
     return report, wall, mem
 
 
+USAGE_BAR = 1.15     # the reconciliation may add at most 15 % to `analyze --aggregate`
+
+
+def usage_copies(paths: list[str], out: Path) -> tuple[list[str], list[str]]:
+    """Two copies of the logs: without any `response.usage`, and with one on every line."""
+    out.mkdir(parents=True, exist_ok=True)
+    without, with_ = [], []
+    for i, src in enumerate(paths):
+        a, b = out / f"without-{i}.jsonl", out / f"with-{i}.jsonl"
+        with open(src, encoding="utf-8") as f, open(a, "w", encoding="utf-8") as fa, \
+                open(b, "w", encoding="utf-8") as fb:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                d = json.loads(raw)
+                resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+                bare = {k: v for k, v in resp.items() if k != "usage"}
+                fa.write(json.dumps({**d, "response": bare} if "response" in d else d) + "\n")
+                if "usage" not in resp:
+                    # An OpenAI-shaped usage (what is reported does not change the work: every call is
+                    # simulated and classified whatever it says).
+                    n = len(raw) // 4
+                    resp = {**resp, "usage": {"prompt_tokens": n, "prompt_tokens_details": {"cached_tokens": 0}}}
+                    d = {**d, "provider": d.get("provider") or "openai"}
+                fb.write(json.dumps({**d, "response": resp}) + "\n")
+        without.append(str(a))
+        with_.append(str(b))
+    return without, with_
+
+
+def usage_overhead(paths: list[str], cache: Path, ray_address: str | None) -> int:
+    """The reconciliation's cost: the same logs with and without usage, one process and Ray."""
+    without, with_ = usage_copies(paths, cache / "usage-overhead")
+    ok = True
+    print(f"{'runner':>15} {'without usage':>14} {'with usage':>11} {'ratio':>6}  reconciled calls")
+    for label, ray in (("single process", None), ("local Ray" if not ray_address else "Ray cluster",
+                                                   ray_address or True)):
+        _, t0, _ = timed(without, ray)
+        report, t1, _ = timed(with_, ray)
+        ratio = t1 / t0
+        ok &= ratio <= USAGE_BAR
+        print(f"{label:>15} {t0:13.1f}s {t1:10.1f}s {ratio:6.3f}  {report['reconciliation']['with_usage']:,}")
+    print(f"{'PASS' if ok else 'FAIL'}: the reconciliation adds at most {USAGE_BAR - 1:.0%} (each runner)")
+    return 0 if ok else 1
+
+
 def ray_start_stop() -> float | None:
     """What starting and stopping local Ray costs on its own, with the settings `--ray` starts it with
     (None, said on the output, when it fails to start: on a loaded machine Ray's own startup can time out,
@@ -256,6 +308,8 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "workbench-bench-logs")
     ap.add_argument("--fresh", action="store_true", help="generate again even if the logs are cached")
     ap.add_argument("--ray-address", default=None, help="a Ray cluster to join instead of local Ray")
+    ap.add_argument("--usage-overhead", action="store_true",
+                    help="measure what reconciliation adds: the logs with and without usage, side by side")
     ap.add_argument("--here", action="store_true",
                     help="measure in this interpreter instead of a Ray deployment's environment")
     args = ap.parse_args()
@@ -279,6 +333,8 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("environment: " + ("a Ray deployment's (core, packs and ray extras)" if os.environ.get(DEPLOYED)
                              else "this interpreter (--here)"))
+    if args.usage_overhead:
+        return usage_overhead(paths, folder, args.ray_address)
 
     runs = {}
     for label, ray in (("single process", None), ("local Ray" if not args.ray_address else "Ray cluster",

@@ -87,6 +87,18 @@ def line(cid: str, k: int, template: str | None, req: dict[str, Any], **extra: A
 PROVIDER = {"s-anthropic": {"provider": "anthropic"}, "s-volatile": {"provider": "openai"}}
 
 
+def usage(cid: str, k: int) -> dict[str, Any]:
+    """What the provider reported (reconciliation, issue 32): nothing cached (the prompts are under
+    every minimum); one line of s-volatile reports a count of the wrong type (a diagnostic)."""
+    if cid == "s-anthropic":
+        return {"response": {"usage": {"input_tokens": 40, "output_tokens": 5, "cache_read_input_tokens": 0,
+                                       "cache_creation_input_tokens": 0}}}
+    if cid == "s-volatile":
+        cached: Any = "0" if k == 2 else 0
+        return {"response": {"usage": {"prompt_tokens": 50, "prompt_tokens_details": {"cached_tokens": cached}}}}
+    return {}
+
+
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """Two files; each session's turns split across both, written newest first, bad lines among them."""
@@ -95,7 +107,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     for i, (cid, turns) in enumerate(SESSIONS.items()):
         for k, (template, req) in reversed(list(enumerate(turns))):
             files[(i + k) % 2].append(line(cid, k, template, req, client=f"app-{i % 2}",
-                                           **PROVIDER.get(cid, {})))
+                                           **PROVIDER.get(cid, {}), **usage(cid, k)))
     files[0][2:2] = BAD[:2]
     files[1][1:1] = BAD[2:] + [""]           # a blank line is no request and no error
     paths = [d / "a.jsonl", d / "b.jsonl"]
@@ -253,6 +265,24 @@ def test_ray_prints_the_same_report(ray_cluster: Any, logs: list[Path], local: d
     ray = aggregate([str(p) for p in logs], ray=True).to_json()
     assert ray["runner"]["mode"] == "ray" and ray["runner"]["workers"] >= 1
     assert {k: v for k, v in ray.items() if k != "runner"} == {k: v for k, v in local.items() if k != "runner"}
+
+
+def test_ray_reconciles_the_same_calls(ray_cluster: Any, logs: list[Path]) -> None:
+    """--reconcile-calls' rows, every call with usage, are the same from Ray as from one process."""
+    paths = [str(p) for p in logs]
+    here, there = aggregate(paths, calls=True), aggregate(paths, ray=True, calls=True)
+    assert here.call_rows() == there.call_rows() and len(here.call_rows()) == 6
+    assert here.to_json()["reconciliation"] == there.to_json()["reconciliation"]
+
+
+def test_reconciliation_counts_the_calls_with_usage(local: dict[str, Any]) -> None:
+    r = local["reconciliation"]
+    # s-anthropic's 3 lines and s-volatile's 4, less the one whose usage has a string for a count.
+    assert r["calls"] == local["turns"] and r["with_usage"] == 6
+    assert sum(c["calls"] for c in r["classes"].values()) == 6
+    [d] = r["diagnostics"]
+    assert "cached_tokens: must be an integer" in d["problem"]
+    assert set(r["rewrite_factor"]["by_conversation"]) == {"s-anthropic", "s-volatile"}
 
 
 def test_ray_strict_raises_the_index_error(ray_cluster: Any, logs: list[Path]) -> None:

@@ -12,6 +12,17 @@ DIR/ground_truth.json               per injected breaker: the cause code `analyz
 DIR/ground_truth_turns.jsonl        every turn's figures and the breaker it is charged to
 DIR/generation.json                 how long generating took (the only file that differs between runs)
 
+With --usage providers (issue 32), each line also carries "provider" (openai for the OpenAI-shaped
+clients, anthropic for the others), "model" and "response": the provider's response object with its
+`usage` exactly in that provider's shape, computed from the presets' documented cache rules
+(workbench/analysis/provider_params.json) with known differences injected (provider misses, reports
+over the rules, Anthropic breakpoints removed or moved; TTL lapses come from the schedule's gaps);
+Anthropic requests then carry cache_control marks. The class of every call is kept apart:
+DIR/ground_truth_usage.jsonl           one line per call: conversation_id, timestamp, provider, class,
+                                    injected, cause, rules and reported {cached, written}
+and ground_truth.json gains "usage": calls per class (tools/request_logs/usage.py). Without the
+option the files are byte for byte what they were.
+
 The same arguments write the same bytes (apart from generation.json). Bad arguments get one `error:`
 line and exit status 2. The story of the log (clients, dates, breakers) is in tools/request_logs/.
 """
@@ -34,7 +45,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from request_logs.clients import Client, make_clients  # noqa: E402
-from request_logs.sessions import BREAKERS, Figures, Line, Session, assign, build, schedule  # noqa: E402
+from request_logs.sessions import (  # noqa: E402
+    BREAKERS,
+    Figures,
+    Line,
+    Session,
+    UsageRun,
+    assign,
+    build,
+    schedule,
+)
 from request_logs.timeline import (  # noqa: E402
     HOSTS,
     MAX_PER_SESSION,
@@ -45,6 +65,7 @@ from request_logs.timeline import (  # noqa: E402
     start_times,
 )
 from request_logs.truth import Assemblers, SessionTruth  # noqa: E402
+from request_logs.usage import load_presets  # noqa: E402
 
 MAX_REQUESTS = 10_000_000
 
@@ -58,13 +79,16 @@ class _Parser(argparse.ArgumentParser):
         raise ArgumentError(message)
 
 
-def parse(argv: list[str] | None) -> tuple[Plan, Path]:
+def parse(argv: list[str] | None) -> tuple[Plan, Path, str | None]:
     ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=100_000, help="model calls in all (default 100,000)")
     ap.add_argument("--sessions", type=int, default=10_000, help="conversations (default 10,000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--days", type=int, default=7, help="days the log covers (default 7)")
     ap.add_argument("--out", type=Path, required=True, help="a new or empty folder")
+    ap.add_argument("--usage", choices=["providers"], default=None,
+                    help="add each call's provider response with its usage under the documented cache rules, "
+                         "known differences injected, the classes in DIR/ground_truth_usage.jsonl")
     a = ap.parse_args(argv)
     if not 1 <= a.requests <= MAX_REQUESTS:
         raise ArgumentError(f"--requests must be between 1 and {MAX_REQUESTS:,}, got {a.requests}")
@@ -79,7 +103,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, Path]:
     out: Path = a.out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ArgumentError(f"--out {out} exists and is not an empty folder; name a new one")
-    return Plan(a.requests, a.sessions, a.seed, a.days), out
+    return Plan(a.requests, a.sessions, a.seed, a.days), out, a.usage
 
 
 class Writer:
@@ -159,19 +183,36 @@ class Tally:
             self.by[s.breaker]["sessions"] += 1
 
 
-def generate(plan: Plan, out: Path, stats: dict[str, Any]) -> dict[str, Any]:
+def generate(plan: Plan, out: Path, stats: dict[str, Any], usage: str | None = None) -> dict[str, Any]:
     clients = make_clients(plan.seed)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     writer, tally, asms = Writer(out / "logs"), Tally(), Assemblers()
-    with open(out / "ground_truth_turns.jsonl", "w", encoding="utf-8", newline="\n") as turns_out:
-        for s, srng in sessions(plan, clients):
-            writer.flush_before(s.start)
-            lines, fig = build(plan, srng, s, SessionTruth(asms))
-            writer.add(lines)
-            tally.add(s, fig, turns_out)
+    run = UsageRun(load_presets()) if usage == "providers" else None
+    classes: dict[str, dict[str, int]] = {}
+    usage_out = open(out / "ground_truth_usage.jsonl", "w", encoding="utf-8", newline="\n") if run else None
+    try:
+        with open(out / "ground_truth_turns.jsonl", "w", encoding="utf-8", newline="\n") as turns_out:
+            for s, srng in sessions(plan, clients):
+                writer.flush_before(s.start)
+                lines, fig = build(plan, srng, s, SessionTruth(asms), run)
+                writer.add(lines)
+                tally.add(s, fig, turns_out)
+                if usage_out is not None:
+                    for rec in fig.usage:
+                        usage_out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                        c = classes.setdefault(rec["class"], {"calls": 0, "injected": 0})
+                        c["calls"] += 1
+                        c["injected"] += rec["injected"]
+    finally:
+        if usage_out is not None:
+            usage_out.close()
     writer.close()
     stats["peak_pending_lines_mib"] = round(writer.peak_pending / 2**20, 1)
-    return truth_json(plan, clients, tally, sorted(writer.files))
+    truth = truth_json(plan, clients, tally, sorted(writer.files))
+    if run is not None:
+        truth["usage"] = {"providers": {p: {"model": v["model"]} for p, v in run.presets.items()},
+                          "classes": dict(sorted(classes.items()))}
+    return truth
 
 
 def truth_json(plan: Plan, clients: tuple[Client, ...], tally: Tally, files: list[str]) -> dict[str, Any]:
@@ -193,7 +234,7 @@ def truth_json(plan: Plan, clients: tuple[Client, ...], tally: Tally, files: lis
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        plan, out = parse(argv)
+        plan, out, usage = parse(argv)
     except ArgumentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -201,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         stats: dict[str, Any] = {}
-        truth = generate(plan, out, stats)
+        truth = generate(plan, out, stats, usage)
     except OSError as exc:
         print(f"error: cannot write under {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -220,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {b['name']:<28} {b['code']:<18} sessions {b['sessions']:>6,}  turns {b['turns']:>7,}  "
               f"lost {b['lost_tokens']:>12,}  share {b['share']:.2%}")
     print(f"  unattributed lost tokens: {truth['unattributed_lost_tokens']:,}")
+    for name, c in truth.get("usage", {}).get("classes", {}).items():
+        print(f"  usage class {name:<20} calls {c['calls']:>7,}  injected {c['injected']:>6,}")
     return 0
 
 

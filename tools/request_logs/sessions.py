@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .clients import LLAMA_MODEL, LLAMA_OLD, Client, flipped, paragraphs, tool_call, tool_result, words
-from .timeline import HOSTS, Plan, iso, iso_seconds
+from .timeline import HOSTS, START, Plan, iso, iso_seconds
 from .truth import SessionTruth, Turn
+from .usage import ANTHROPIC, OPENAI, SessionUsage, usage_object
+
+
+@dataclass(frozen=True)
+class UsageRun:
+    """Reported usage is on: the presets it follows."""
+    presets: dict[str, dict[str, Any]]
 
 BREAKERS = {  # name -> (cause code the analysis should report, organic)
     "timestamp_in_system_prompt": ("volatile_content", False),
@@ -172,7 +179,11 @@ def openai_request(s: Session, system: str | None, tools: list[dict[str, Any]], 
     return req
 
 
-def anthropic_request(s: Session, system: str | None, tools: list[dict[str, Any]], temp: float) -> dict[str, Any]:
+def anthropic_request(s: Session, system: str | None, tools: list[dict[str, Any]], temp: float,
+                      marks: str | None = None) -> dict[str, Any]:
+    """The Anthropic Messages request. `marks` (the usage run only): the system prompt's cache_control
+    TTL; the system then goes as a text block marked with it, every user text as a text block, and the
+    last message's last block carries a 5-minute cache_control, as clients that cache place them."""
     msgs: list[dict[str, Any]] = []
     for m in s.msgs:
         if m.get("call"):
@@ -185,16 +196,27 @@ def anthropic_request(s: Session, system: str | None, tools: list[dict[str, Any]
                 {"type": "tool_result", "tool_use_id": m["call_id"], "content": m["text"]}]})
         elif m["role"] == "assistant":
             msgs.append({"role": "assistant", "content": [{"type": "text", "text": m["text"]}]})
+        elif marks:
+            msgs.append({"role": "user", "content": [{"type": "text", "text": m["text"]}]})
         else:
             msgs.append({"role": "user", "content": m["text"]})
     req: dict[str, Any] = {"model": s.client.model, "max_tokens": 1024, "temperature": temp}
-    if system:
+    if system and marks:
+        req["system"] = [{"type": "text", "text": system, "cache_control": _mark(marks)}]
+    elif system:
         req["system"] = system
+    if marks and msgs:
+        msgs[-1]["content"][-1]["cache_control"] = _mark("5m")
     req["messages"] = msgs
     if tools:
         req["tools"] = [{"name": t["function"]["name"], "description": t["function"]["description"],
                          "input_schema": t["function"]["parameters"]} for t in tools]
     return req
+
+
+def _mark(ttl: str) -> dict[str, str]:
+    # 5 minutes is the API's default: a mark without "ttl" means it, as clients send it.
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
 
 @dataclass(frozen=True)
@@ -208,31 +230,101 @@ class Line:
 class Figures:
     """What a session contributes to the ground truth."""
     turns: list[tuple[int, Turn, str | None]]   # (call index, figures, breaker charged)
+    usage: list[dict[str, Any]] = field(default_factory=list)   # per call: its class (the usage run)
 
 
-def build(plan: Plan, rng: random.Random, s: Session, truth: SessionTruth) -> tuple[list[Line], Figures]:
-    """Every request of the session as a log line, and each turn's truth with the breaker it is charged to."""
+def build(plan: Plan, rng: random.Random, s: Session, truth: SessionTruth,
+          usage: UsageRun | None = None) -> tuple[list[Line], Figures]:
+    """Every request of the session as a log line, and each turn's truth with the breaker it is charged to.
+    With `usage`, each line also carries `provider`, `model` and the provider's `response` with its
+    usage under the documented rules (usage.py), and `figures.usage` each call's class."""
     system = rng.choice(s.client.systems) if s.client.systems else None
     temp = rng.choice([0.0, 0.2, 0.7])
     add(s, {"role": "user", "text": words(rng, s.client.topic, user_words(rng, s))})
     lines, figures, order_prev, dropped_prev = [], Figures([]), None, frozenset[int]()
+    provider = (OPENAI if s.client.shape == "openai" else ANTHROPIC) if usage else None
+    su = SessionUsage(usage.presets, provider, plan.seed, s.cid, len(s.calls)) if usage and provider else None
+    pending: dict[str, Any] | None = None      # the previous call's line, waiting for its reply
     for k, call in enumerate(s.calls):
         if k:
+            before = len(s.msgs)
             advance(rng, s, k - 1)
+            if pending is not None:
+                pending["reply"] = s.msgs[before]
         sys_text = system_text(plan, s, system, call.t_ms) if system else None
         tools = tools_for(rng, s) if s.client.tools else []
-        make = openai_request if s.client.shape == "openai" else anthropic_request
-        req = make(s, sys_text, tools, temp)
-        line = {"conversation_id": s.cid, "timestamp": iso(call.t_ms), "template": call.template,
-                "client": s.client.name, "request": req}
-        lines.append(Line(call.t_ms, call.host, json.dumps(line, ensure_ascii=False, separators=(",", ":"))))
+        if s.client.shape == "openai":
+            req = openai_request(s, sys_text, tools, temp)
+        else:
+            req = anthropic_request(s, sys_text, tools, temp, marks=SYSTEM_TTL.get(s.client.name, "5m") if su else None)
         turn = truth.turn(req, call.template)
-        s.tokens = turn.tokens
         order = json.dumps(tools)
         new_drops = bool(turn.dropped - dropped_prev)
-        figures.turns.append((k, turn, charged(s, k, turn, order != order_prev, new_drops)))
+        breaker = charged(s, k, turn, order != order_prev, new_drops)
+        figures.turns.append((k, turn, breaker))
         order_prev, dropped_prev = order, turn.dropped
+        line = {"conversation_id": s.cid, "timestamp": iso(call.t_ms), "template": call.template,
+                "client": s.client.name, "request": req}
+        if su is None:
+            lines.append(Line(call.t_ms, call.host, json.dumps(line, ensure_ascii=False, separators=(",", ":"))))
+            s.tokens = turn.tokens
+            continue
+        assert truth.last is not None
+        cause = BREAKERS[breaker][0] if breaker and turn.lost else None
+        sent, reported, record = su.call(k, call.t_ms / 1000, truth.last.token_ids, truth.last, req, turn.lost, cause,
+                                         truth.assembler(call.template).assemble)
+        if pending is not None:
+            # The previous reply's tokens: what this turn holds beyond the previous prompt.
+            lines.append(_finish(pending, max(turn.held - s.tokens, 1)))
+        model = usage.presets[provider]["model"]
+        line = {"conversation_id": s.cid, "timestamp": iso(call.t_ms), "template": call.template,
+                "client": s.client.name, "provider": provider, "model": model, "request": sent}
+        pending = {"line": line, "t_ms": call.t_ms, "host": call.host, "provider": provider, "tokens": turn.tokens,
+                   "reported": reported, "id": su.rng.getrandbits(64), "reply": None}
+        figures.usage.append({"conversation_id": s.cid, "timestamp": line["timestamp"], "provider": provider,
+                              "turn": k + 1, "tokens": turn.tokens, **record})
+        s.tokens = turn.tokens
+    if pending is not None:
+        lines.append(_finish(pending, None))
     return lines, figures
+
+
+START_S = int(START.timestamp())
+SYSTEM_TTL = {"desk-assistant": "1h"}      # its system prompt and tools change least: cached for an hour
+
+
+def _finish(p: dict[str, Any], output_tokens: int | None) -> Line:
+    """A call's line with the provider's response: the reply (when the log shows it: the next request
+    starts with it) and the usage as reported."""
+    provider, line, reply = p["provider"], p["line"], p["reply"]
+    out = output_tokens if output_tokens is not None else 0
+    if provider == OPENAI:
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if reply is not None and reply.get("call"):
+            cid, name, args = reply["call"]
+            message.update(content=reply["text"] or None, tool_calls=[
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}])
+        elif reply is not None:
+            message["content"] = reply["text"]
+        response: dict[str, Any] = {
+            "id": f"chatcmpl-{p['id']:016x}", "object": "chat.completion", "created": START_S + p["t_ms"] // 1000,
+            "model": line["model"],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "usage": usage_object(provider, p["tokens"], p["reported"], out)}
+    else:
+        blocks: list[dict[str, Any]] = []
+        if reply is not None and reply.get("text"):
+            blocks.append({"type": "text", "text": reply["text"]})
+        if reply is not None and reply.get("call"):
+            cid, name, args = reply["call"]
+            blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
+        response = {"id": f"msg_{p['id']:016x}", "type": "message", "role": "assistant", "model": line["model"],
+                    "content": blocks, "stop_reason": "tool_use" if reply is not None and reply.get("call") else
+                    "end_turn", "stop_sequence": None,
+                    "usage": usage_object(provider, p["tokens"], p["reported"], out)}
+    line["response"] = response
+    return Line(p["t_ms"], p["host"], json.dumps(line, ensure_ascii=False, separators=(",", ":")))
 
 
 def charged(s: Session, k: int, turn: Turn, order_changed: bool, new_drops: bool) -> str | None:

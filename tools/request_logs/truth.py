@@ -57,6 +57,10 @@ class SessionTruth:
     def __init__(self, assemblers: Assemblers) -> None:
         self._asm = assemblers
         self._prev: _Previous | None = None
+        self.last: AssemblyResult | None = None      # the last turn's assembly (the usage reads its ids)
+
+    def assembler(self, template: str) -> Assembler:
+        return self._asm(template)
 
     def turn(self, request: dict[str, Any], template: str) -> Turn:
         asm = self._asm(template)
@@ -65,6 +69,7 @@ class SessionTruth:
         ids = res.token_ids
         dropped = frozenset(d.seq for d in res.dropped)
         prev, self._prev = self._prev, _Previous(asm, res, full)
+        self.last = res
         if prev is None:
             return Turn(len(ids), 0, 0, dropped)
         held = held_ids(prev, full)

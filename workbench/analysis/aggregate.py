@@ -53,7 +53,11 @@ class AggregateReport:
                 "held_tokens": t.held, "reused_tokens": t.reused, "lost_tokens": self.lost_tokens,
                 "bad_lines": len(bad), "diagnostics": [b.to_json() for b in bad[:MAX_DIAGNOSTICS]],
                 "causes": self._causes(), "fixes": self._fixes(), "estimates": ESTIMATES_NOTE,
-                "runner": self.runner}
+                "reconciliation": t.recon.to_json(), "runner": self.runner}
+
+    def call_rows(self) -> list[dict[str, Any]]:
+        """Every reconciled call, by file and line (`aggregate(..., calls=True)`; else empty)."""
+        return self.tally.recon.call_rows()
 
     def _cost(self, lost: int, names: Iterable[str]) -> dict[str, float]:
         return {p: round(lost * saving(self.providers[p]) / MILLION, 6) for p in names if p in self.providers}
@@ -102,11 +106,21 @@ def _top(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 # ------------------------------------------------------------------ running it
 def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None = None, template: str | None = None,
-              tokenizer: str | None = None, progress: bool = False, strict: bool = False) -> AggregateReport:
+              tokenizer: str | None = None, progress: bool = False, strict: bool = False,
+              provider: str | None = None, calls: bool = False) -> AggregateReport:
     """Index the logs, analyse every session (here, or on Ray: `ray=True` starts local Ray, a
-    string names a cluster's address), and report per cause code."""
+    string names a cluster's address), and report per cause code. `provider`: the provider of the
+    lines that name none, for reconciliation; `calls`: keep every reconciled call (`call_rows()`)."""
     started = time.perf_counter()
-    options = Options(template, tokenizer)
+    if provider is not None:
+        from .reconcile import provider_params
+        known = provider_params(provider)
+        if isinstance(known, str):    # a wrong --provider is one error before any work
+            from ..errors import UnknownProviderError
+            raise UnknownProviderError(known.removeprefix("provider: "),
+                                       hint=f"use a preset name ({', '.join(ProviderParams.presets())}) or "
+                                            "workbench-engine")
+    options = Options(template, tokenizer, provider, calls)
     # The default template and tokenizer load here first: a wrong name is one error before any work.
     Assemblers(options).get(options.default_template)
     names = [os.fspath(p) for p in paths]

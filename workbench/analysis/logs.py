@@ -185,6 +185,8 @@ class LoggedRequest:
     response: Any = None   # the reply as logged (a Responses API response resolves later previous_response_ids)
     model: str | None = None          # the model the call named, as logged
     latency_ms: float | None = None   # how long the call took, as logged
+    timestamp: str | None = None      # as logged (reconciliation reports it, and measures gaps with `when`)
+    when: float | None = None         # the timestamp in seconds since the epoch
 
 
 def parse_line(raw: bytes, cid: str, name: str, line: int) -> LoggedRequest | BadLine:
@@ -207,8 +209,10 @@ def parse_line(raw: bytes, cid: str, name: str, line: int) -> LoggedRequest | Ba
     latency = data.get("latency_ms")
     if latency is not None and (isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0):
         return BadLine(name, line, f"latency_ms: must be a number of milliseconds >= 0, got {json.dumps(latency)[:60]}")
+    ts = data.get("timestamp")
     return LoggedRequest(req, extra["template"], extra["client"], extra["provider"], data.get("response"),
-                         extra["model"], float(latency) if latency is not None else None)
+                         extra["model"], float(latency) if latency is not None else None,
+                         ts if isinstance(ts, str) else None, parse_timestamp(ts))
 
 
 def read_lines(paths: Sequence[str], refs: Sequence[LineRef]) -> list[bytes]:

@@ -32,6 +32,7 @@ from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
 from .fixes import fix_for_cause
 from .logs import BadLine, LoggedRequest, parse_line
 from .prefix import _VOLATILE, Cause, _causes, _compare, _reply
+from .reconcile import Reconciler, SessionReconciliation
 from .turn_prompts import generated_pair
 
 PREVIEW_CHARS = 80
@@ -47,6 +48,8 @@ class Options:
     """What every worker needs to analyse any session (picklable: it travels to Ray workers)."""
     template: str | None = None       # for lines without "template"; None: the CLI's default
     tokenizer: str | None = None      # None: each template's natural tokenizer
+    provider: str | None = None       # reconciliation: the provider of lines that name none (--provider)
+    calls: bool = False               # keep every reconciled call (--reconcile-calls), not only the counts
 
     @property
     def default_template(self) -> str:
@@ -96,6 +99,7 @@ class SessionReport:
     conversation_id: str
     turns: tuple[TurnRow, ...]
     bad: tuple[BadLine, ...]
+    reconciliation: SessionReconciliation | None = None
 
 
 @dataclass(slots=True)
@@ -115,6 +119,7 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
     session = None
     systems: dict[str, tuple[str, str]] = {}   # this session's system prompts: masked once each
     chain = ResponseChain()                    # Responses requests that continue a logged response
+    rec = Reconciler(cid, assemblers.options.provider)
     for name, line, raw in lines:
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
@@ -138,9 +143,12 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
         except WorkbenchError as exc:
             bad.append(BadLine(name, line, f"request: {exc.message}"))
             continue
-        rows.append(_row(len(rows) + 1, prev, asm, res, full, template, item, systems))
+        row, reply = _row(len(rows) + 1, prev, asm, res, full, template, item, systems)
+        rows.append(row)
+        rec.add(name, line, timestamp=item.timestamp, when=item.when, provider=item.provider, response=item.response,
+                result=res, cause=row.code, previous_reply=reply)
         prev = _Prev(asm, res, full)
-    return SessionReport(cid, tuple(rows), tuple(bad))
+    return SessionReport(cid, tuple(rows), tuple(bad), rec.finish())
 
 
 def _reset(asm: Assembler) -> None:
@@ -151,7 +159,9 @@ def _reset(asm: Assembler) -> None:
 
 
 def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: Conversation, template: str,
-         item: LoggedRequest, systems: dict[str, tuple[str, str]]) -> TurnRow:
+         item: LoggedRequest, systems: dict[str, tuple[str, str]]) -> tuple[TurnRow, np.ndarray | None]:
+    """The turn's row, and the reply to the previous turn as the model generated it (what the
+    engine holds beyond that turn's prompt; None where unknown)."""
     text = system_text(full)
     key = systems.get(text)
     if key is None:
@@ -159,16 +169,20 @@ def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: 
     sha, preview = key
     if prev is None:
         return TurnRow(k, res.total_tokens, 0, 0, None, None, template, sha, preview, item.provider,
-                       item.client)
+                       item.client), None
+    reply = None
     if prev.asm is asm:
         t = _compare(asm, k, prev.result, prev.full, res, full, generate=generated_pair)
         held, reused, causes = t.held_tokens, t.reused_tokens, list(t.causes)
+        n = len(prev.result.token_ids)
+        if t.held is not None and len(t.held) > n:
+            reply = t.held[n:]
     else:
         held, reused, causes = _across(prev, asm, res, full)
     first = causes[0] if causes else None
     return TurnRow(k, res.total_tokens, held, reused, first.code if first else None,
                    fix_for_cause(first.code, first.message) if first else None, template, sha, preview,
-                   item.provider, item.client)
+                   item.provider, item.client), reply
 
 
 def _across(prev: _Prev, asm: Assembler, res: AssemblyResult, full: Conversation) -> tuple[int, int, list[Cause]]:

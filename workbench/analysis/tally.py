@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .logs import BadLine, LineRef, read_lines
+from .reconcile_report import ReconTally
 from .session_report import Assemblers, SessionReport, TurnRow, analyze_session
 
 # Causes no one-click fix addresses: what to do instead (a name for the advice, and the advice).
@@ -43,9 +44,11 @@ class Tally:
     causes: dict[str, dict[str, Any]] = field(default_factory=dict)
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
     bad: list[BadLine] = field(default_factory=list)
+    recon: ReconTally = field(default_factory=ReconTally)
 
-    def add(self, report: SessionReport) -> None:
+    def add(self, report: SessionReport, keep_calls: bool = False) -> None:
         self.bad.extend(report.bad)
+        self.recon.add(report.conversation_id, report.reconciliation, keep_calls)
         if not report.turns:
             return
         self.sessions += 1
@@ -81,6 +84,7 @@ class Tally:
         for k in ("sessions", "turns", "tokens", "held", "reused"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.bad.extend(other.bad)
+        self.recon.merge(other.recon)
         for code, o in other.causes.items():
             c = self.causes.setdefault(code, _cause_slot())
             for k in ("sessions", "turns", "lost"):
@@ -99,13 +103,13 @@ class Tally:
         """Plain JSON types, for a Ray worker to send back."""
         return {"counts": [self.sessions, self.turns, self.tokens, self.held, self.reused], "causes": self.causes,
                 "fixes": {k: {**v, "causes": sorted(v["causes"])} for k, v in self.fixes.items()},
-                "bad": [[b.file, b.line, b.problem] for b in self.bad]}
+                "bad": [[b.file, b.line, b.problem] for b in self.bad], "recon": self.recon.to_wire()}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> "Tally":
         s, t, tok, h, r = d["counts"]
         return cls(s, t, tok, h, r, d["causes"], {k: {**v, "causes": set(v["causes"])} for k, v in d["fixes"].items()},
-                   [BadLine(f, n, p) for f, n, p in d["bad"]])
+                   [BadLine(f, n, p) for f, n, p in d["bad"]], ReconTally.from_wire(d["recon"]))
 
 
 def analyze_batch(paths: Sequence[str], names: Sequence[str], batch: Iterable[tuple[str, Sequence[LineRef]]],
@@ -115,7 +119,7 @@ def analyze_batch(paths: Sequence[str], names: Sequence[str], batch: Iterable[tu
     for cid, refs in batch:
         raws = read_lines(paths, refs)
         lines = [(names[r.file], r.line, raw) for r, raw in zip(refs, raws)]
-        tally.add(analyze_session(cid, lines, assemblers))
+        tally.add(analyze_session(cid, lines, assemblers), assemblers.options.calls)
     return tally
 
 

@@ -14,7 +14,7 @@ from .output import print_json
 # Options of the single-session analysis that the aggregate does not take (it renders every
 # session with its template's own settings).
 _REFUSED = (("--fix", "fix"), ("--projection", "projection"), ("--prefill", "prefill"), ("--vars", "vars"),
-            ("--context-window", "context_window"), ("--reserve", "reserve"))
+            ("--context-window", "context_window"), ("--reserve", "reserve"), ("--template-arg", "template_args"))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -23,14 +23,51 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             raise WorkbenchError(f"{flag} does not go with --aggregate",
                                  hint="--aggregate renders each logged request with its template's own settings")
     from ..analysis.aggregate import aggregate
+    calls = getattr(args, "reconcile_calls", None)
     report = aggregate(args.session, ray=args.ray, template=args.template, tokenizer=args.tokenizer,
-                       progress=not args.no_progress, strict=args.strict)
+                       progress=not args.no_progress, strict=args.strict, provider=getattr(args, "provider", None),
+                       calls=calls is not None)
     data = report.to_json()
+    if calls is not None:
+        write_calls(calls, report.call_rows())
     if args.json:
         print_json(data)
     else:
         write_table(data)
     return 0
+
+
+def write_calls(path: str, rows: list[dict[str, Any]]) -> None:
+    """--reconcile-calls FILE: one JSON line per reconciled call, by file and line."""
+    import json
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise WorkbenchError(f"cannot write {path}: {exc.strerror}", hint="check the path") from None
+
+
+def write_reconciliation(d: dict[str, Any]) -> None:
+    out = sys.stdout
+    r = d["reconciliation"]
+    if not r["with_usage"] and not r["diagnostics"]:
+        return
+    rf = r["rewrite_factor"]["overall"]
+    out.write(f"\nreconciliation: {r['with_usage']:,} of {r['calls']:,} calls reported usage"
+              + (f"; re-write factor {rf:.2f}x" if rf is not None else "") + "\n")
+    out.write(f"{'class':<20} {'calls':>8} {'tokens':>12} {'cost $':>12}\n")
+    for name, c in r["classes"].items():
+        if c["calls"]:
+            cost = "-" if c["cost"] is None else f"{c['cost']:.4f}"
+            out.write(f"{name:<20} {c['calls']:>8,} {c['tokens']:>12,} {cost:>12}\n")
+            if name != "match":
+                out.write(f"    {r['advice'][name]}\n")
+    for u in r["unexplained"][:5]:
+        out.write(f"    unexplained: {u['file']}:{u['line']} ({u['provider']}): reported {u['reported']['cached']}, "
+                  f"predicted {u['predicted']['cached']}\n")
+    if r["diagnostics"]:
+        out.write(f"usage diagnostics: {r['diagnostic_count']:,} (first: {_bad(r['diagnostics'][0])})\n")
 
 
 def write_table(d: dict[str, Any]) -> None:
@@ -46,6 +83,7 @@ def write_table(d: dict[str, Any]) -> None:
         out.write(f"bad lines: {d['bad_lines']:,} (first: {_bad(d['diagnostics'][0])})\n")
     if not d["causes"]:
         out.write("no turn lost any of what the engine held: every session is append-only\n")
+        write_reconciliation(d)
         return
     provs = list(d["causes"][0]["cost"])
     out.write(f"\n{'cause':<28} {'sessions':>9} {'turns':>8} {'lost tokens':>13} {'share':>7}"
@@ -65,6 +103,7 @@ def write_table(d: dict[str, Any]) -> None:
     for f in d["fixes"]:
         out.write(f"{f['fix']:<32} {f['kind']:<7} {f['recovered_tokens']:>16,}  {', '.join(f['causes'])}\n")
     out.write("(costs and recoveries are estimates; --json has every figure)\n")
+    write_reconciliation(d)
 
 
 def _bad(b: dict[str, Any]) -> str:

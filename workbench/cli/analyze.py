@@ -30,6 +30,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--strict", action="store_true",
                    help="with --aggregate: the first bad log line is an error (default: counted and reported)")
     a.add_argument("--no-progress", action="store_true", help="with --aggregate: no progress bar on stderr")
+    a.add_argument("--provider", metavar="NAME", default=None,
+                   help="reconciliation: the provider (a preset: openai, openai@gpt-5.6, anthropic, vllm, sglang; or "
+                        "workbench-engine) of the calls whose log line names none; its rules predict their cached "
+                        "tokens, set beside the reported ones (docs/logs.md section 8)")
+    a.add_argument("--reconcile-calls", metavar="FILE", default=None,
+                   help="with --aggregate: write every reconciled call to FILE, one JSON line each")
     a.add_argument("--fix", metavar="NAME[,NAME]", default=None,
                    help="apply these one-click fixes first and show the figures before and after them: "
                         "sort-tool-keys, move-volatile, keep-reasoning, pin-date, merge-system, split-system, "
@@ -60,8 +66,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.fix is not None:
         return _with_fixes(args, session, asm, prepare)
     turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory
+    from ..analysis.reconcile_session import reconcile_turns
+    rec = reconcile_turns(session.raw, turns, asm, getattr(args, "provider", None))
     if args.json:
-        print_json({"turns": [t.to_json() for t in turns], "model": model_json(entry)})
+        rows = [t.to_json() for t in turns]
+        for row, r in zip(rows, rec.per_turn):
+            if r is not None:
+                row["reconciliation"] = r
+        out: dict[str, Any] = {"turns": rows, "model": model_json(entry)}
+        if rec.per_turn_any or rec.diagnostics:
+            out["reconciliation_diagnostics"] = [b.to_json() for b in rec.diagnostics]
+        print_json(out)
         return 0
     out = sys.stdout
     out.write(f"{session.title}: {len(turns)} turns, template {asm.template.name}, tokenizer {asm.tokenizer.name}\n")
@@ -74,6 +89,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                   f"{first.code + where if first else ('append-only' if t.turn > 1 else '')}\n")
         for c in t.causes:
             out.write(f"       {c.code}: {c.message}\n       advice: {c.advice}\n")
+        r = rec.per_turn[t.turn - 1] if t.turn - 1 < len(rec.per_turn) else None
+        if r is not None:
+            out.write(f"       cache ({r['provider']}): reported {r['reported']['cached']} cached"
+                      + (f", {r['reported']['written']} written" if r['reported']['written'] is not None else "")
+                      + f"; predicted {r['predicted']['cached']} cached, {r['predicted']['written']} written: "
+                      + r["class"] + (f" ({r['cause']})" if r["cause"] else "") + "\n")
+    for b in rec.diagnostics:
+        out.write(f"usage: request {b.line}: {b.problem}\n")
     return 0
 
 
@@ -82,7 +105,8 @@ def _single(args: argparse.Namespace) -> None:
     if len(args.session) > 1:
         raise WorkbenchError(f"analyze takes one session file, got {len(args.session)}",
                              hint="add --aggregate to analyse request logs (JSON lines) together")
-    for flag, given in (("--ray", args.ray is not None), ("--strict", args.strict)):
+    for flag, given in (("--ray", args.ray is not None), ("--strict", args.strict),
+                        ("--reconcile-calls", args.reconcile_calls is not None)):
         if given:
             raise WorkbenchError(f"{flag} goes with --aggregate", hint="add --aggregate, or leave out " + flag)
     args.session = args.session[0]
