@@ -24,6 +24,7 @@ from ..errors import WorkbenchError
 from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..sessions import SessionFile
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
+from ..templates.arguments import parse_template_arg, template_arguments
 from ..templates.control_tokens import control_token_notes
 from ..truncation import STRATEGIES, TruncationPolicy
 from ..variables import VariableConfig
@@ -52,6 +53,9 @@ def common_options(p: argparse.ArgumentParser, turn: bool = True, compare_trunca
                    help="tokens in the model's window (default: the session file's, else the model's, else the "
                         "template's)")
     p.add_argument("--reserve", type=int, default=None, help="tokens reserved for the output")
+    p.add_argument("--template-arg", dest="template_args", action="append", metavar="KEY=VALUE", default=None,
+                   help="a chat template argument (repeatable), VALUE as JSON where it is JSON: "
+                        "enable_thinking=false, reasoning_effort=high; part of the cache key")
     p.add_argument("--vars", metavar="FILE", default=None,
                    help='prompt-template variables: JSON {"constants": {...}, "request": {...}, "declare": {...}}')
     p.add_argument("--no-truncate", action="store_true", help="report an over-budget prompt instead of dropping")
@@ -161,12 +165,21 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
     request_vars: dict[str, Any] = {}
     if args.vars:
         options["variables"], request_vars = load_vars(args.vars)
+    template_kwargs = template_args(getattr(args, "template_args", None))
+    if template_kwargs:
+        options["template_kwargs"] = template_kwargs
     asm = Assembler(template=template, tokenizer=tokenizer,
                     context_window=cw, reserve=args.reserve, injection=args.injection,
                     tool_injection=args.tool_injection, assistant_injection=args.assistant_injection,
                     truncation=TruncationPolicy(enabled=not args.no_truncate, unit=args.truncate_unit,
                                                 cut=args.cut, strategy=args.truncation, low_water=args.low_water),
                     cache=cache, model=entry.id if entry is not None else None, **options)
+
+    if template_kwargs:
+        read = template_arguments(asm.template.source)
+        for key in sorted(set(template_kwargs) - set(read)):
+            print(f"warning: template_arg_unused: the template {asm.template.name!r} does not read {key!r} "
+                  f"(it reads: {', '.join(read) or 'no arguments'})", file=sys.stderr)
 
     def prepare(request: dict[str, Any]) -> dict[str, Any]:
         if not request_vars:
@@ -176,6 +189,18 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
         return {**request, "variables": {**(own if isinstance(own, dict) else {}), **request_vars}}
 
     return asm, prepare
+
+
+def template_args(given: list[str] | None) -> dict[str, Any]:
+    """`--template-arg KEY=VALUE`, each given once (a key given twice with two values is a mistake)."""
+    out: dict[str, Any] = {}
+    for text in given or []:
+        key, value = parse_template_arg(text)
+        if key in out and out[key] != value:
+            raise WorkbenchError(f"--template-arg {key} is given twice, with different values",
+                                 hint="give each template argument once")
+        out[key] = value
+    return out
 
 
 # --- one checker per kind of value ---------------------------------------------------------------
