@@ -6,21 +6,24 @@ the log again with the usage the engine reported: the reconciliation's check aga
 
 LOG: request-log files or folders of them (tools/make_request_logs.py's DIR/logs). Each call is sent
 to the chat route of its shape (OpenAI lines to /v1/chat/completions, Anthropic lines to
-/v1/messages) as logged, with four changes a client of this engine would make: `model` is the
+/v1/messages) as logged, with five changes a client of this engine would make: `model` is the
 engine's, `max_tokens` is --max-tokens (a synthetic model's replies are random words: short ones
-keep the replay quick), `temperature` 0 and no streaming. Each earlier reply of the conversation is
-the one the engine gave, not the logged one: a client sends back what the model answered, and only
-then is the conversation's next prompt one the engine could have cached. So only conversations
-without tool calls are replayed (the engine cannot make the logged calls); a call the engine refuses
-(a prompt over its window) ends its conversation there, reported on stderr.
+keep the replay quick), `temperature` 0, no streaming, and `return_token_ids` (vLLM's extension:
+the response then carries the prompt's and the reply's token ids, which the log keeps). Each
+earlier reply of the conversation is the one the engine gave, not the logged one: a client sends
+back what the model answered, and only then is the conversation's next prompt one the engine
+could have cached. So only conversations without tool calls are replayed (the engine cannot make
+the logged calls); a call the engine refuses (a prompt over its window) ends its conversation
+there, reported on stderr.
 
 Conversations go one after another, each whole, in the order of their first call; calls within one
 in timestamp order. Every line of OUT is what `workbench record` would have logged in front of the
 engine: {"conversation_id", "timestamp" (when it was sent), "template" (--template: the one the
 engine renders with), "client", "provider": "workbench-engine", "model", "request" (as sent),
-"response" (the engine's answer, its usage as reported)}. The engine serves every conversation from
-one radix cache, so a conversation's first call may read what an earlier one left (the template's
-opening, a shared system prompt).
+"response" (the engine's answer, its usage as reported, with the reply's `token_ids`)}. The engine
+serves every conversation from one radix cache, so a conversation's first call may read what an
+earlier one left (the template's opening, a shared system prompt): the reconciliation simulates it
+so (docs/logs.md section 8).
 """
 
 from __future__ import annotations
@@ -124,7 +127,11 @@ def replay(lines: list[dict[str, Any]], client: httpx.Client, base: str, model: 
         req["messages"] = [_with_text(m, replies[t]) if m.get("role") == "assistant"
                            and (t := _text_of(m)) is not None and t in replies else m for m in msgs]
         anthropic = is_anthropic(line["request"])
-        req.update(model=model, max_tokens=max_tokens, temperature=0)
+        # return_token_ids (vLLM's extension, docs/engine.md): the reply's ids as generated come back in
+        # the response (`choices[0].token_ids`, or `token_ids` for Messages) and are logged with it: the
+        # reply's text tokenized again need not give them back (a reply cut at the length limit), and
+        # the engine holds the ids, so the reconciliation predicts the next turn from those.
+        req.update(model=model, max_tokens=max_tokens, temperature=0, return_token_ids=True)
         req.pop("stream", None)
         req.pop("stream_options", None)
         sent_at = datetime.now(UTC)

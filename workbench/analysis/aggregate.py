@@ -133,6 +133,9 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
         index, tally, runner = run_on_ray(lambda: index_logs(paths, strict=strict), names, options,
                                           None if ray is True else str(ray), progress)
     tally.bad.extend(index.bad)
+    # The serving engines' shared caches: one ordered pass over their calls, here, after every batch
+    # (reconcile_engines.py): the same for both runners, whatever order batches finished in.
+    tally.recon.finish_engines(calls)
     if strict and tally.bad:
         raise min(tally.bad, key=lambda b: (names.index(b.file) if b.file in names else 0, b.line)).error()
     providers: dict[str, ProviderParams | None] = {p: ProviderParams.load(p) for p in COST_PROVIDERS}

@@ -88,6 +88,8 @@ class TurnPrompt:
     ``reply_ids``: the reply the model generated after this prompt, as the engine holds it (None:
     unknown, the engine simulators then hold the prompt alone).
     ``breakpoint_ttls``: each breakpoint's Anthropic TTL ("5m" or "1h"); empty: the preset's.
+    ``hold_last``: the engine holds the reply's last sampled token too (our serve-engine computes
+    its KV: engine/decode.py), not one token less as vLLM and SGLang do.
     The arrays are kept, not copied: do not change them after passing them in."""
 
     token_ids: np.ndarray
@@ -97,6 +99,7 @@ class TurnPrompt:
     block_ends: tuple[int, ...] = ()
     reply_ids: np.ndarray | None = None
     breakpoint_ttls: tuple[str, ...] = ()
+    hold_last: bool = False
 
     def __post_init__(self) -> None:
         ids = _as_tokens(self.token_ids)
@@ -124,7 +127,8 @@ class TurnPrompt:
         the committed KV only, vLLM caches computed blocks only). The prompt alone without a reply."""
         if self.reply_ids is None or not len(self.reply_ids):
             return self.token_ids
-        return np.concatenate([self.token_ids, self.reply_ids[:-1]]).astype(np.uint32, copy=False)
+        reply = self.reply_ids if self.hold_last else self.reply_ids[:-1]
+        return np.concatenate([self.token_ids, reply]).astype(np.uint32, copy=False)
 
     @classmethod
     def from_assembly(cls, result: Any, *, breakpoints: Sequence[int] = (), time_s: float | None = None,

@@ -11,11 +11,22 @@ the written tokens of each. The class of a call says why its cache read is what 
   steps, vLLM's blocks); otherwise why it read less, the first of: `below_minimum`, `prefix_break`
   (the prefix-stability analysis's cause code), `ttl_lapse`, `breakpoint_missing`,
   `breakpoint_moved`, `lookback_exceeded`;
-- reported > predicted: `over_report`, with the rule that allowed less (a preset out of date, or a
-  prefix another conversation cached: the simulation is per conversation);
+- reported > predicted: `over_report`, with the rule that allowed less (a preset out of date, or,
+  for a hosted provider, a prefix another conversation cached: its simulation is per conversation);
 - reported < predicted on a prefix the rules find stable and live: `provider_miss` (routing or
   eviction), when the reported figure is one the rules could give; otherwise `unexplained`, as is
   anything the steps above do not name: a defect of the workbench's, to investigate.
+
+Cache scope. A hosted provider (OpenAI, Anthropic, Gemini) is simulated per conversation: its
+cache is spread over machines a conversation is routed among, and the presets' rules are stated
+per prompt prefix, so what another conversation left is not something the rules promise (an
+`over_report` of `cross_conversation` when it shows). A serving engine (the `vllm` and `sglang`
+kinds, and our `serve-engine`) has one prefix cache per server process, which every request
+shares: a conversation's first call reads what earlier conversations left (the template's opening,
+a shared system prompt). With `shared_engines`, the Reconciler therefore does not simulate an
+engine's calls itself but hands them back as `EngineCall`s (its prompt, the reply the engine
+generated), and `reconcile_engines.py` feeds every call of one engine provider, across
+conversations in timestamp order, to one simulator.
 
 The classifier keeps its own light account of what earlier calls offered (their prompts, the
 prefixes they wrote) beside the simulator, which it never looks inside: the simulator predicts,
@@ -39,12 +50,16 @@ from ..errors import WorkbenchError
 from .logs import BadLine
 from .provider_params import AnthropicParams, OpenAIParams, ProviderParams, SGLangParams, VLLMParams
 from .providers import DEFAULT_GAP_S, Simulator, TurnPrompt, make_simulator
-from .reconcile_usage import Reported, parse_reported
+from .reconcile_usage import Reported, parse_reported, reply_token_ids
 
 CLASSES = ("match", "prefix_break", "ttl_lapse", "below_minimum", "breakpoint_missing", "breakpoint_moved",
            "lookback_exceeded", "provider_miss", "over_report", "unexplained")
 # The local engine (`workbench serve-engine`) answers from an exact token radix cache, one token a
-# page, unbounded: the SGLang simulator with the shipped preset is that cache.
+# page, unbounded: the SGLang simulator with the shipped preset is that cache. One difference: it
+# computes the KV of a reply's last sampled token too and holds the whole reply (engine/decode.py),
+# which matters where the reply's ids are known (`TurnPrompt.hold_last`). From the reply's text, the
+# template's end-of-turn token stands last and is the one dropped, which for a reply cut at the
+# length limit (no end-of-turn generated) is again what the engine holds.
 ENGINE_PROVIDERS = {"workbench-engine": "sglang", "serve-engine": "sglang"}
 KEEP_SOURCES = 8          # earlier calls whose written prefixes the account keeps (per conversation and provider)
 
@@ -98,13 +113,39 @@ class CallCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineCall:
+    """One call to a serving engine, kept for the pass over the engine's shared cache
+    (reconcile_engines.py) instead of being simulated within its conversation. The prompt is kept
+    as a difference from the conversation's previous call to the same provider (`base` tokens of
+    that prompt, then `tail`): a conversation's prompts mostly extend each other, so this holds
+    about the conversation's own tokens, not the sum of its prompts. `reply`: the reply the engine
+    generated after this prompt, as it holds it (None: unknown). `when`: seconds since the epoch
+    (None: the line had no timestamp)."""
+    provider: str
+    conversation_id: str
+    turn: int
+    file: str
+    line: int
+    timestamp: str | None
+    when: float | None
+    base: int
+    tail: np.ndarray
+    reply: np.ndarray | None
+    reported: Reported | None
+    cause: str | None
+    hold_last: bool = False      # the engine holds `reply` whole (TurnPrompt.hold_last)
+
+
+@dataclass(frozen=True, slots=True)
 class SessionReconciliation:
     """A conversation's reconciled calls. `calls`: calls analysed; `rewrite`: (cache-write tokens,
-    the largest prompt) over its calls with usage, in the provider's tokens (None without usage)."""
+    the largest prompt) over its calls with usage, in the provider's tokens (None without usage).
+    `engine`: its calls to serving engines, for the shared pass (only with `shared_engines`)."""
     calls: int
     checks: tuple[CallCheck, ...] = ()
     diagnostics: tuple[BadLine, ...] = ()
     rewrite: tuple[int, int] | None = None
+    engine: tuple[EngineCall, ...] = ()
 
 
 # ------------------------------------------------------------------ presets
@@ -345,6 +386,20 @@ def _update(tr: _Track, turn: TurnPrompt, P: int) -> None:
             tr.entries = [e for e in tr.entries if e.src in keep]
 
 
+def step(tr: _Track, turn: TurnPrompt, reported: Reported | None,
+         cause: str | None) -> tuple[int, int, tuple[str, str | None, int] | None]:
+    """One call through the track: (predicted cached, predicted written, its class, cause and
+    tokens, or None where it reported no usage). Raises WorkbenchError for a request the provider
+    would refuse (nothing is then simulated)."""
+    o = _offer(tr, turn.token_ids, t_of(turn))
+    sim = tr.sim.process(turn)
+    got = None
+    if reported is not None:
+        got = classify(tr, turn, sim.cached_tokens, sim.cache_write_tokens, reported, o, cause)
+    _update(tr, turn, sim.cached_tokens)
+    return sim.cached_tokens, sim.cache_write_tokens, got
+
+
 def classify(tr: _Track, turn: TurnPrompt, P: int, Wp: int, r: Reported, o: _Offer | None,
              cause: str | None) -> tuple[str, str | None, int]:
     """(class, cause or rule, tokens) of one call."""
@@ -374,19 +429,34 @@ class _Call:
     when: float | None
     provider: str | None
     result: Any                 # AssemblyResult
-    reply: np.ndarray | None    # the reply to the previous call as generated (filled in by the next call)
+    reply: np.ndarray | None    # the reply to this call as generated, from the next call's text (filled in by it)
     cause: str | None
     reported: Reported | None
     turn: int
+    reply_ids: np.ndarray | None = None     # the reply's ids as the engine returned them (preferred: exact)
+
+    @property
+    def generated(self) -> np.ndarray | None:
+        return self.reply_ids if self.reply_ids is not None else self.reply
+
+    @property
+    def hold_last(self) -> bool:
+        """Whether the engine holds `generated` whole (see ENGINE_PROVIDERS)."""
+        return self.reply_ids is not None and self.provider in ENGINE_PROVIDERS
 
 
 class Reconciler:
     """One conversation's calls, fed in turn order (`add`), reconciled at the end (`finish`).
-    Nothing is simulated for a conversation none of whose calls reported usage."""
+    Nothing is simulated for a conversation none of whose calls reported usage. `shared_engines`:
+    calls to serving engines are returned as `EngineCall`s for the pass over the engine's shared
+    cache (reconcile_engines.py), whether or not they reported usage (each one filled the cache
+    the others read); without it (one conversation alone: `analyze SESSION`), they are simulated
+    here, which for a lone conversation is the same thing."""
 
-    def __init__(self, conversation_id: str, default_provider: str | None = None):
+    def __init__(self, conversation_id: str, default_provider: str | None = None, shared_engines: bool = False):
         self.cid = conversation_id
         self.default_provider = default_provider
+        self.shared_engines = shared_engines
         self._calls: list[_Call] = []
         self._bad: list[BadLine] = []
         self._usage = 0
@@ -410,16 +480,21 @@ class Reconciler:
         self._usage += reported is not None
         if self._calls and previous_reply is not None:
             self._calls[-1].reply = previous_reply
+        ids = reply_token_ids(response)
         self._calls.append(_Call(file, line, timestamp, when, provider or self.default_provider, result, None,
-                                 cause, reported, len(self._calls) + 1))
+                                 cause, reported, len(self._calls) + 1,
+                                 None if ids is None else np.asarray(ids, dtype=np.uint32)))
 
     def finish(self) -> SessionReconciliation:
         calls, bad = self._calls, list(self._bad)
-        if not self._usage:
+        shared = self.shared_engines and any(c.provider is not None and is_engine(c.provider) for c in calls)
+        if not self._usage and not shared:
             return SessionReconciliation(len(calls), (), tuple(bad))
         from .turn_prompts import breakpoints_of
         tracks: dict[str, _Track | None] = {}
         checks: list[CallCheck] = []
+        engine: list[EngineCall] = []
+        last_engine_ids: dict[str, np.ndarray] = {}
         t0 = next((c.when for c in calls if c.when is not None), 0.0)
         t = 0.0
         written_total, largest = 0, 0
@@ -442,27 +517,42 @@ class Reconciler:
             if tr is None:
                 continue
             res = c.result
+            if self.shared_engines and tr.kind == "engine":
+                ids = res.content_ids()
+                prev = last_engine_ids.get(c.provider)
+                base = 0 if prev is None else first_difference(prev, ids)
+                last_engine_ids[c.provider] = ids
+                engine.append(EngineCall(c.provider, self.cid, c.turn, c.file, c.line, c.timestamp, c.when, base,
+                                         np.array(ids[base:], dtype=np.uint32), c.generated, c.reported, c.cause,
+                                         c.hold_last))
+                continue
             try:
                 turn = TurnPrompt(res.content_ids(), breakpoints_of(res, "explicit"), t,
                                   block_ends=tuple(sorted({int(s.end) for s in res.segments if s.end > 0})),
-                                  reply_ids=c.reply)
-                o = _offer(tr, turn.token_ids, t)
-                sim = tr.sim.process(turn)
+                                  reply_ids=c.generated, hold_last=c.hold_last)
+                cached, written, got = step(tr, turn, c.reported, c.cause)
             except WorkbenchError as exc:
                 # A request the provider would refuse (five breakpoints): not simulated, not counted.
                 bad.append(BadLine(c.file, c.line, f"not simulated: {exc.message}"))
                 continue
-            if c.reported is not None:
-                cls, why, tokens = classify(tr, turn, sim.cached_tokens, sim.cache_write_tokens, c.reported, o,
-                                            c.cause)
-                checks.append(CallCheck(c.file, c.line, self.cid, c.timestamp, c.provider, cls, why,
-                                        sim.cached_tokens, sim.cache_write_tokens, c.reported, tokens,
-                                        len(turn.token_ids), c.turn))
-                r = c.reported
-                prompt = r.prompt if r.prompt is not None else len(turn.token_ids)
-                # Where the API reports no writes, a prefix cache stores what it did not read.
-                written_total += r.written if r.written is not None else max(0, prompt - r.cached)
-                largest = max(largest, prompt)
-            _update(tr, turn, sim.cached_tokens)
+            if c.reported is not None and got is not None:
+                checks.append(CallCheck(c.file, c.line, self.cid, c.timestamp, c.provider, got[0], got[1],
+                                        cached, written, c.reported, got[2], len(turn.token_ids), c.turn))
+                w, p = written_and_prompt(c.reported, len(turn.token_ids))
+                written_total += w
+                largest = max(largest, p)
         rewrite = (written_total, largest) if checks else None
-        return SessionReconciliation(len(calls), tuple(checks), tuple(bad), rewrite)
+        return SessionReconciliation(len(calls), tuple(checks), tuple(bad), rewrite, tuple(engine))
+
+
+def is_engine(provider: str) -> bool:
+    """Whether a provider name is a serving engine's (one prefix cache shared by all its requests)."""
+    params = provider_params(provider)
+    return not isinstance(params, str) and _kind(params) == "engine"
+
+
+def written_and_prompt(r: Reported, rendered: int) -> tuple[int, int]:
+    """A call's cache-write tokens and prompt size, for the re-write factor. Where the API reports
+    no writes, a prefix cache stores what it did not read."""
+    prompt = r.prompt if r.prompt is not None else rendered
+    return (r.written if r.written is not None else max(0, prompt - r.cached)), prompt

@@ -8,12 +8,16 @@ them: a sum of floats would depend on the order batches finished in.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .provider_params import MILLION
-from .reconcile import ADVICE, CLASSES, CallCheck, SessionReconciliation, provider_params
+from .reconcile import ADVICE, CLASSES, CallCheck, EngineCall, SessionReconciliation, provider_params
+from .reconcile_usage import Reported
 
 MAX_LISTED = 100           # unexplained calls and diagnostics listed (all are counted)
 
@@ -33,10 +37,13 @@ class ReconTally:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)    # the first MAX_LISTED, by file and line
     diagnostic_count: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)           # every call, when asked for (--reconcile-calls)
+    # Calls to serving engines, waiting for the pass over their shared cache (`finish_engines`).
+    engine: list[EngineCall] = field(default_factory=list)
 
     def add(self, cid: str, rec: SessionReconciliation | None, keep_rows: bool) -> None:
         if rec is None:
             return
+        self.engine += rec.engine
         self.calls += rec.calls
         self.with_usage += len(rec.checks)
         for c in rec.checks:
@@ -77,16 +84,29 @@ class ReconTally:
         self.diagnostics = _first(self.diagnostics + o.diagnostics)
         self.diagnostic_count += o.diagnostic_count
         self.rows += o.rows
+        self.engine += o.engine
+
+    def finish_engines(self, keep_rows: bool) -> None:
+        """The serving engines' calls through their shared caches (reconcile_engines.py), counted like
+        any other call. Run once, by the driver, after every batch is merged."""
+        if not self.engine:
+            return
+        from .reconcile_engines import reconcile_engines
+        done = reconcile_engines(self.engine)
+        self.engine = []
+        for cid, rec in done.by_conversation.items():
+            self.add(cid, rec, keep_rows)
 
     def to_wire(self) -> dict[str, Any]:
         return {"calls": self.calls, "with_usage": self.with_usage, "classes": self.classes, "rewrite": self.rewrite,
                 "unexplained": self.unexplained, "diagnostics": self.diagnostics,
-                "diagnostic_count": self.diagnostic_count, "rows": self.rows}
+                "diagnostic_count": self.diagnostic_count, "rows": self.rows,
+                "engine": [_engine_to_wire(c) for c in self.engine]}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> "ReconTally":
         return cls(d["calls"], d["with_usage"], d["classes"], d["rewrite"], d["unexplained"], d["diagnostics"],
-                   d["diagnostic_count"], d["rows"])
+                   d["diagnostic_count"], d["rows"], [_engine_from_wire(x) for x in d.get("engine", [])])
 
     # the report ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -127,3 +147,29 @@ def _unexplained_row(c: CallCheck) -> dict[str, Any]:
             "provider": c.provider, "predicted": {"cached": c.predicted_cached, "written": c.predicted_written},
             "reported": c.reported.to_json()}
 
+
+
+# ------------------------------------------------------------------ engine calls on the wire (Ray)
+def _ids_out(a: np.ndarray | None) -> str | None:
+    # Token ids as base64 of little-endian uint32: a quarter of a JSON list's size, and exact.
+    return None if a is None else base64.b64encode(np.asarray(a, dtype="<u4").tobytes()).decode("ascii")
+
+
+def _ids_in(s: str | None) -> np.ndarray | None:
+    return None if s is None else np.frombuffer(base64.b64decode(s), dtype="<u4").astype(np.uint32)
+
+
+def _engine_to_wire(c: EngineCall) -> dict[str, Any]:
+    r = c.reported
+    return {"provider": c.provider, "cid": c.conversation_id, "turn": c.turn, "file": c.file, "line": c.line,
+            "timestamp": c.timestamp, "when": c.when, "base": c.base, "tail": _ids_out(c.tail),
+            "reply": _ids_out(c.reply), "cause": c.cause, "hold_last": c.hold_last,
+            "reported": None if r is None else [r.cached, r.written, r.prompt, r.shape]}
+
+
+def _engine_from_wire(d: dict[str, Any]) -> EngineCall:
+    r = d["reported"]
+    tail = _ids_in(d["tail"])
+    return EngineCall(d["provider"], d["cid"], d["turn"], d["file"], d["line"], d["timestamp"], d["when"], d["base"],
+                      tail if tail is not None else np.zeros(0, np.uint32), _ids_in(d["reply"]),
+                      None if r is None else Reported(*r), d["cause"], d["hold_last"])

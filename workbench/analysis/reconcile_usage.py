@@ -98,3 +98,24 @@ def parse_reported(response: Any, tokens: int) -> Reported | str | None:
     if cached_v > total:
         return f"usage.{cached_key}: {cached_v} is larger than the prompt ({total} tokens)"
     return Reported(cached_v, None, total, shape)
+
+
+def reply_token_ids(response: Any) -> list[int] | None:
+    """The reply's token ids as an engine returned them, where the call asked for them (vLLM's
+    `return_token_ids` extension, which serve-engine supports, docs/engine.md): `choices[0].token_ids`
+    in a Chat Completions response, `token_ids` in an Anthropic Messages or Responses one. None where
+    absent or not a list of non-negative integers: the reply is then read from the next call's text.
+
+    These are the ids the engine generated and holds; the reply's text, tokenized again, may differ
+    (a reply cut at the length limit can end inside what the tokenizer would merge), so where the
+    ids are there they are the better witness of what the next prompt may reuse."""
+    if not isinstance(response, dict):
+        return None
+    ids = response.get("token_ids")
+    choices = response.get("choices")
+    if ids is None and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        ids = choices[0].get("token_ids")
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2 ** 32
+                                            for i in ids):
+        return None
+    return ids

@@ -119,7 +119,7 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
     session = None
     systems: dict[str, tuple[str, str]] = {}   # this session's system prompts: masked once each
     chain = ResponseChain()                    # Responses requests that continue a logged response
-    rec = Reconciler(cid, assemblers.options.provider)
+    rec = Reconciler(cid, assemblers.options.provider, shared_engines=True)
     for name, line, raw in lines:
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
