@@ -88,6 +88,9 @@ class LoggedCall:
     latency_ms: float | None = None
     usage: ReportedUsage | None = None
     seen_at: float = 0.0              # time.monotonic() when the line was read (for the latency)
+    # `response.usage` as logged (a few numbers), for the Cache tab's reconciliation, which reads
+    # it strictly (a wrong type is a diagnostic there, so the object is kept, not `usage`'s numbers).
+    usage_json: Any = None
 
     @property
     def where(self) -> str:
@@ -220,7 +223,8 @@ class LogFollower:
             self._seq += 1
             calls.append(LoggedCall(line.conversation_id, line.when, self._seq, line.ref, line.file, fmt,
                                     logged.model, logged.provider, logged.client, logged.template,
-                                    logged.latency_ms, reported_usage(logged.response), now))
+                                    logged.latency_ms, reported_usage(logged.response), now,
+                                    logged.response.get("usage") if isinstance(logged.response, dict) else None))
         if not calls and not bad and not batch.events and error == self.error:
             return False
         with self._lock:
@@ -470,6 +474,15 @@ class FollowView:
         else:
             self.cid, self.doc, self.calls, self.known, self.note = None, None, [], [], ""
         self.chosen = self.chosen or chosen
+        state.set_logged_usage(self.logged_usage)
+
+    def logged_usage(self, doc: SessionDocument) -> list[tuple[str | None, Any, str | None]] | None:
+        """Per turn of the followed conversation `doc` (also an edited copy: it keeps its turns),
+        its call's (timestamp, `response.usage`, provider) as logged: what the Cache tab reconciles,
+        which the requests read back from the log do not carry. None for any other document."""
+        if self.doc is None or doc is not self.doc:
+            return None
+        return [(datetime.fromtimestamp(c.when, UTC).isoformat(), c.usage_json, c.provider) for c in self.calls]
 
     # live updates -----------------------------------------------------------------------------------
     def sync(self, controller: "Controller") -> FollowUpdate:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .reconcile_view import reconcile_html
+
 if TYPE_CHECKING:
     from ..assembly.result import AssemblyResult
     from .state import Panels
@@ -28,6 +30,8 @@ CSS = """
 .wb-estimate { font-family: system-ui, sans-serif; font-size: 12px; color: #9a6700; background: #fff8c5;
   border: 1px solid #d4a72c; border-radius: 4px; padding: 1px 6px; margin: 2px 0; }
 .wb-estimate summary { cursor: pointer; }
+.wb-reconcile-table td.wb-rec-advice, .wb-reconcile-table td.wb-rec-note { text-align: left; max-width: 32em; }
+.wb-rec-none td.wb-rec-note { color: #57606a; font-style: italic; }
 """
 
 
@@ -83,7 +87,8 @@ def cache_html(p: "Panels") -> str:
         f"<td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
         f"<td>{s.hit_ratio:.1%}</td><td>${s.total_cost:.4f}</td></tr>" for s in p.simulations)
     turns = len(p.simulations[0].turns) if p.simulations else 0
-    return (f'<div class="wb-cache"><b>This turn&#x27;s segments by source</b>'
+    # Reported vs predicted first: what a session with the provider's usage is opened for.
+    return (f'<div class="wb-cache">{reconcile_html(p)}<b>This turn&#x27;s segments by source</b>'
             f'<table class="wb-table wb-sources"><tr><th>source</th><th>segments</th><th>tokens</th></tr>{src}</table>'
             f'<div class="wb-lookups">prompt cache lookups (whole prompts; byte-capped LRU, then Redis): {rates}</div>'
             f'<b>Provider prefix caches over the {turns} turns</b> '

@@ -31,7 +31,7 @@ from ..assets import sample_sessions
 from ..budget import DEFAULT_CONTEXT_WINDOW
 from ..catalog import ModelEntry, lookup
 from ..conversation import Conversation, ModelParams
-from ..errors import BudgetError, BudgetSettingError, EditError, WorkbenchError
+from ..errors import BudgetError, BudgetSettingError, Cancelled, EditError, WorkbenchError
 from ..intake.responses import parse_responses_resumable
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
 from ..truncation import STRATEGIES, TruncationPolicy
@@ -94,6 +94,13 @@ class Panels:
     # "policies": each truncation policy over every turn, the session's own first; empty when no
     # turn truncates.
     policies: tuple[PolicyRun, ...] = ()
+    # With "policies" (the Cache tab's own part), last: a session whose calls carry the provider's
+    # reported usage (a log with `response.usage`, a followed log) reconciled, the SessionCheck of
+    # `reconcile_session.reconcile_turns` (what `analyze SESSION --json` prints per turn); None when
+    # no call carries a usage; or why it failed. `reconciled`: that step ran to its end.
+    reconciliation: Any = None
+    reconcile_error: str = ""
+    reconciled: bool = False
 
     def summary(self) -> dict[str, Any]:
         return {"providers": {s.provider: {"hit_ratio": round(s.hit_ratio, 4), "cost": round(s.total_cost, 6),
@@ -137,6 +144,13 @@ class WorkbenchState:
         self._semantic: Any = None                    # the semantic-cache panel's cache
         self._replay: Any = None                      # its replay of the session, kept between lookups
         self._policies: _PolicyCache | None = None    # the other truncation policies' turns, last panels
+        # Per turn, (its result, the previous turn's, the TurnAnalysis): the reconcile step
+        # re-analyses only the turns whose results changed (a followed log adds one at a time).
+        self._analyses: list[tuple[AssemblyResult, AssemblyResult | None, TurnAnalysis]] = []
+        # A followed log's calls (ui/follow.py): per turn of `doc`, the (timestamp, usage, provider)
+        # the log gave its call, which the requests read back from the log do not carry.
+        self.logged_usage: Callable[[SessionDocument], list[tuple[str | None, Any, str | None]] | None] | None \
+            = None
         self.history = History()                      # undo and redo of the editor's operations
         if isinstance(session, SessionDocument):
             self.open(session)
@@ -540,7 +554,7 @@ class WorkbenchState:
             gen, turn, asm = self.generation, self.turn, self.assembler()
             last = self._last_panels
             if last is not None and (last.generation, last.turn, last.assembler) == (gen, turn, asm) \
-                    and want <= last.parts:
+                    and want <= last.parts and ("policies" not in want or last.reconciled):
                 self._publish_part(last, publish)
                 return last                   # nothing changed since: the same panels
             out = Panels(gen, turn, asm, parts=frozenset())
@@ -557,6 +571,10 @@ class WorkbenchState:
                     policies = self._compare_policies(asm, records, out.prompts, out.simulations, breakpoints,
                                                       check, progress)
                     out = replace(out, policies=policies, parts=out.parts | {"policies"})
+                    self._publish_part(out, publish)
+                    # Not a part of its own (the tabs' parts stay as they were): a step of the Cache
+                    # tab's, which costs nothing where no call carries a usage.
+                    out = self._reconcile_part(out, records, check, progress)
                     self._publish_part(out, publish)
             return out
 
@@ -627,6 +645,83 @@ class WorkbenchState:
                        lookups=lookups,
                        turns_ms=turns_ms, turns_assembled=assembled, prompts=tuple(prompts),
                        parts=out.parts | {"cache"})
+
+    def set_logged_usage(self, source: Callable[[SessionDocument], list[tuple[str | None, Any, str | None]] | None]
+                         | None) -> None:
+        """A followed log's (timestamp, usage, provider) per call (ui/follow.py, on attach): the
+        panels computed before it (the document opened, then attached) are no longer current."""
+        if source != self.logged_usage:
+            self.logged_usage = source
+            self._last_panels = None
+
+    def reconcile_raw(self) -> dict[str, Any] | None:
+        """The session as `reconcile_turns` takes it (the file's JSON object, as `analyze SESSION`
+        reads it), with a followed log's timestamps and usage put on its requests; None when no
+        request carries a usage (nothing to reconcile: the step costs nothing)."""
+        raw = self.doc.data
+        requests = raw.get("requests") if isinstance(raw, dict) else None
+        if not isinstance(requests, list):
+            return None
+        logged = self.logged_usage(self.doc) if self.logged_usage is not None else None
+        if logged is not None:
+            merged = []
+            for req, (ts, usage, _) in zip(requests, logged):
+                req = dict(req) if isinstance(req, dict) else {}
+                if ts is not None:
+                    req["timestamp"] = ts
+                if usage is not None:
+                    resp = req.get("response")
+                    req["response"] = {**(resp if isinstance(resp, dict) else {}), "usage": usage}
+                merged.append(req)
+            raw, requests = {**raw, "requests": merged}, merged
+            named = {p for _, _, p in logged if p}
+            if len(named) == 1 and not isinstance(raw.get("provider"), str):
+                raw["provider"] = named.pop()     # the calls' own provider (one per conversation here)
+        if not any(isinstance(r, dict) and isinstance(r.get("response"), dict) and "usage" in r["response"]
+                   for r in requests):
+            return None
+        return raw
+
+    def _reconcile_part(self, out: Panels, records: list[TurnRecord], check: Callable[[], None] | None,
+                        progress: Callable[[str, int, int], None] | None) -> Panels:
+        """Every turn's TurnAnalysis (as `analyze SESSION` makes them), then `reconcile_turns` on
+        them: the very rows the CLI's JSON prints. Errors are shown in the tab, not raised."""
+        raw = self.reconcile_raw()
+        if raw is None or len(records) != self.doc.turn_count:
+            return replace(out, reconciliation=None, reconciled=True)
+        asm = out.assembler
+        held = self._analyses
+        turns: list[TurnAnalysis] = []
+        keep: list[tuple[AssemblyResult, AssemblyResult | None, TurnAnalysis]] = []
+        prev: tuple[AssemblyResult, Any] | None = None
+        try:
+            for k, rec in enumerate(records):
+                before = records[k - 1].result if k else None
+                old = held[k] if k < len(held) else None
+                if old is not None and old[0] is rec.result and old[1] is before:
+                    a = old[2]
+                    full = None
+                else:
+                    if check is not None:
+                        check()
+                    if progress is not None:
+                        progress("reconciling the reported usage", k, len(records))
+                    if prev is not None and prev[1] is None:    # the previous turn was kept: its conversation
+                        prev = (prev[0], asm.prepare(records[k - 1].request)[0])
+                    full = asm.prepare(rec.request)[0]
+                    a = analyze_turn(asm, k + 1, rec.result, full, prev)
+                turns.append(a)
+                keep.append((rec.result, before, a))
+                prev = (rec.result, full)
+            self._analyses = keep
+            # Imported here: only sessions with reported usage need the classifier.
+            from ..analysis.reconcile_session import reconcile_turns
+            return replace(out, reconciliation=reconcile_turns(raw, turns, asm, None), reconcile_error="",
+                           reconciled=True)
+        except Cancelled:
+            raise                         # superseded or the tab closed: the host drops this run
+        except WorkbenchError as exc:
+            return replace(out, reconciliation=None, reconcile_error=str(exc), reconciled=True)
 
     def _prompts_of(self, results: list[AssemblyResult], breakpoints: str,
                     asm: Assembler | None = None) -> list[TurnPrompt]:
