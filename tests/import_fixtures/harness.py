@@ -186,3 +186,15 @@ def span(attrs: dict[str, Any] | list[tuple[str, Any]], *, trace: str = "5b8efff
 def export(*spans: dict[str, Any], service: str = "hand-written") -> dict[str, Any]:
     return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
                                "scopeSpans": [{"scope": {"name": "hand"}, "spans": list(spans)}]}]}
+
+
+@contextmanager
+def instrumented(instrumentor: Any) -> Iterator[Tracing]:
+    """Fresh in-memory tracing with `instrumentor` (an instrumentation's OpenAIInstrumentor) on it,
+    taken off again afterwards: the patch it puts on the openai package must not outlive the test."""
+    t = tracing()
+    instrumentor.instrument(tracer_provider=t.tracer_provider)
+    try:
+        yield t
+    finally:
+        instrumentor.uninstrument()
