@@ -221,7 +221,11 @@ def test_kv_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert d["config"]["bytes_per_token"] == 28 * 4 * 128 * 2 * 1 and d["block_size"] == 16
     turns = d["turns"]
     for prev, t in zip(turns, turns[1:]):
-        assert t["shared_blocks"] == prev["tokens"] // 16             # append-only: every full block kept
+        # append-only: every full block held after the last turn, its prompt and the reply as
+        # generated (less the last sampled token), is shared
+        assert prev["reply_tokens_held"] > 0
+        assert t["shared_blocks"] == (prev["tokens"] + prev["reply_tokens_held"]) // 16 > prev["tokens"] // 16
+        assert t["held_bytes"] >= max(t["kv_bytes"], prev["held_bytes"])
         assert t["kv_bytes"] == t["tokens"] * d["config"]["bytes_per_token"]
     assert main(["kv", str(ROOT / "sample_sessions" / "tool_agent.json"), "--block-size", "0"]) == 2
     assert "--block-size" in capsys.readouterr().err

@@ -4,6 +4,7 @@ the widget state they promise."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -59,7 +60,19 @@ def test_teaching_runs_and_tells_the_whole_story() -> None:
     assert 0 < facts["reused_tokens"] < facts["tokens_turn2"]          # turn 2 reuses turn 1's prefix
     assert facts["prefill_tokens"] == facts["tokens_turn2"] - facts["reused_tokens"]
     assert facts["kv_config"] == "Llama-3-8B" and facts["kv_bytes_per_token"] == 131072   # bf16
-    assert facts["view_version"] == 2
+    assert facts["view_version"] == 2 and facts["follow_tokens"] == facts["tokens_turn2"]
+    # Step 4's token view shows the ids step 4 counts: the follow-along is a view of its own (a user
+    # saw 586 tokens under "538": a later cell had shown turn 2 in step 4's view).
+    assert facts["step4_view_version"] == 1 and facts["step4_view_tokens"] == facts["tokens"]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    states = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    stated = [(k, int(m.group(1))) for k, c in enumerate(code) for o in c.outputs
+              if (m := re.search(r"(\d+) token ids in all", o.get("data", {}).get("text/html", "")))]
+    assert [n for _, n in stated] == [facts["tokens"]]
+    k, n = stated[0]
+    shown = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in code[k + 1].outputs
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(shown) == 1 and states[shown[0]]["state"]["header"]["total_tokens"] == n   # as the notebook ends
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     # the token view was displayed as a widget, and each step as HTML
     assert any(is_widget(c) for c in nb.cells if c.cell_type == "code")

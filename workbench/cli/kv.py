@@ -1,13 +1,26 @@
 """`workbench kv SESSION`: the KV cache a session needs under a model shape, no model run: bytes per
-token, and per turn the blocks of the paged view, those shared with earlier turns, and the KV held."""
+token, and per turn the blocks of the paged view, those shared with what the engine already holds
+(earlier prompts and the replies generated after them), and the KV held. The KV tab computes its
+rows from the same `paged_view` over the same turns (ui/kv_panel.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..analysis.turn_prompts import turn_prompts
 from ..catalog import ModelEntry
-from ..engine.kv import BLOCK_SIZE, KV_CONFIGS, KVConfig, from_catalog, kv_config, paged_view
+from ..engine.kv import (
+    BLOCK_SIZE,
+    HELD_NOTE,
+    KV_CONFIGS,
+    KVConfig,
+    format_bytes,
+    from_catalog,
+    kv_config,
+    no_share_reason,
+    paged_view,
+)
 from ..sessions import load_session
 from . import options
 from .options import announce, build_assembler, catalog_entry, common_options, model_json
@@ -38,23 +51,26 @@ def cmd_kv(args: argparse.Namespace) -> int:
     asm, prepare = build_assembler(session, args)
     announce(asm, entry)
     sess = asm.session()
-    prompts = [sess.assemble(prepare(t)).token_ids for t in session.turns]
-    turns = paged_view(prompts, cfg, args.block_size)
+    results = [sess.assemble(prepare(t)) for t in session.turns]
+    # With the assembler each turn carries the reply generated after it: what the engine holds
+    # after the turn, whose blocks the next prompt shares (as the vLLM simulation counts them).
+    turns = paged_view(turn_prompts(results, "auto", asm), cfg, args.block_size)
     out = {"config": cfg.to_json(), "block_size": args.block_size, "model": model_json(entry),
            "kv_note": entry.kv_note if entry is not None and not args.config else None,
-           "turns": [{"turn": t.turn, "tokens": t.tokens, "blocks": t.blocks, "shared_blocks": t.shared_blocks,
-                      "new_blocks": t.new_blocks, "kv_bytes": t.kv_bytes, "held_bytes": t.held_bytes} for t in turns]}
+           "held_note": HELD_NOTE, "turns": [t.to_json() for t in turns]}
     if args.json:
         print_json(out)
         return 0
     o = sys.stdout
     o.write(f"{session.title}: {cfg.name}, {cfg.layers} layers × {cfg.kv_heads} KV heads × {cfg.head_dim} × 2 × "
             f"{cfg.dtype_bytes} bytes = {cfg.bytes_per_token:,} bytes per token; blocks of {args.block_size}\n")
-    o.write(f"{'turn':>4} {'tokens':>8} {'blocks':>7} {'shared':>7} {'new':>6} {'KV MiB':>9} {'held MiB':>9}"
-            "  (held: every distinct block so far, nothing evicted)\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'blocks':>7} {'shared':>7} {'new':>6} {'KV':>11} {'held':>11}"
+            f"  ({HELD_NOTE})\n")
     for t in turns:
+        why = no_share_reason(t, args.block_size)
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.blocks:>7} {t.shared_blocks:>7} {t.new_blocks:>6} "
-                f"{t.kv_bytes / 2**20:>9.1f} {t.held_bytes / 2**20:>9.1f}\n")
+                f"{format_bytes(t.kv_bytes):>11} {format_bytes(t.held_bytes):>11}"
+                + (f"  shared 0: {why}\n" if why else "\n"))
     if out["kv_note"]:
         o.write(f"note: {out['kv_note']}\n")
     return 0

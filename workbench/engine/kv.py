@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NewType
+from typing import Any, NewType, Protocol
 
 import numpy as np
 
@@ -118,11 +118,36 @@ def config_from_dict(cfg: dict[str, Any], name: str = "config") -> KVConfig:
 class PagedTurn:
     turn: int
     tokens: int
-    blocks: int            # blocks this prompt occupies (the last one may be partly filled)
-    shared_blocks: int     # full blocks equal to the previous prompt's (the hash chain matches)
-    new_blocks: int
-    kv_bytes: int          # of the whole prompt
-    held_bytes: int        # of every distinct block of the session so far
+    blocks: int             # blocks this prompt occupies (the last one may be partly filled)
+    shared_blocks: int      # leading full blocks already held (the hash chain matches), at most (tokens - 1) // block
+    new_blocks: int         # blocks computed for this prompt: blocks - shared_blocks, at least 1 (the last token's)
+    kv_bytes: int           # of the whole prompt
+    held_bytes: int         # held_blocks × block bytes
+    held_blocks: int        # every distinct full block so far and this turn's partly filled last one, nothing
+    #                         evicted; never fewer than an earlier turn's (the most held at once so far)
+    reply_tokens_held: int  # tokens of the reply held after the turn, beyond the prompt (0: no reply known)
+
+    def to_json(self) -> dict[str, int]:
+        """The row `workbench kv --json` prints and the KV tab shows (the first seven keys are the ones it
+        always printed; scripts read them)."""
+        return {"turn": self.turn, "tokens": self.tokens, "blocks": self.blocks, "shared_blocks": self.shared_blocks,
+                "new_blocks": self.new_blocks, "kv_bytes": self.kv_bytes, "held_bytes": self.held_bytes,
+                "held_blocks": self.held_blocks, "reply_tokens_held": self.reply_tokens_held}
+
+
+HELD_NOTE = "held: every distinct block so far, nothing evicted"
+
+
+class HeldTurn(Protocol):
+    """A turn as an engine sees it: the prompt, and what the engine holds after the turn (the prompt
+    followed by the reply as generated, less its last sampled token where that has no KV).
+    `analysis.providers.TurnPrompt` is one: its `held_ids` are what the vLLM simulator caches."""
+
+    @property
+    def token_ids(self) -> np.ndarray: ...
+
+    @property
+    def held_ids(self) -> np.ndarray: ...
 
 
 def block_hashes(ids: np.ndarray, block_size: int = BLOCK_SIZE, *, algo: str = "sha256",
@@ -154,27 +179,97 @@ def block_hashes(ids: np.ndarray, block_size: int = BLOCK_SIZE, *, algo: str = "
     return hashes
 
 
-def paged_view(prompts: Sequence[np.ndarray], config: str | KVConfig, block_size: int = BLOCK_SIZE) -> list[PagedTurn]:
-    """How a paged KV cache holds a session's prompts: per turn, its blocks, how many it shares
-    with the blocks already held (full blocks whose whole prefix matches, as vLLM's hash chain
-    decides), and the bytes of every distinct block so far (the KV growth over the session)."""
+def paged_view(turns: Sequence[np.ndarray | HeldTurn], config: str | KVConfig,
+               block_size: int = BLOCK_SIZE) -> list[PagedTurn]:
+    """How a paged KV cache that evicts nothing holds a session: per turn, the prompt's blocks, the
+    leading full blocks it shares with those already held (vLLM's rule: the hash chain matches,
+    and at most (tokens - 1) // block_size, since the last token is always computed again for the
+    logits), and the bytes of every distinct block held so far.
+
+    Each turn is a prompt (token ids: the engine then holds the prompt alone) or a `HeldTurn`
+    (a `TurnPrompt`): after it the engine also holds the reply as generated, whose blocks the next
+    prompt shares. This is what the vLLM simulator (analysis/providers.py) does without a capacity:
+    its cached tokens are `shared_blocks × block_size`, turn by turn.
+
+    held_blocks: the distinct full blocks of every prompt and reply so far, and the partly filled
+    last block of this turn's (the engine holds it while the request runs), never fewer than an
+    earlier turn's. So held ≥ this prompt's KV, held ≥ shared, and held never falls."""
     if block_size < 1:
         raise EngineError(f"block size must be at least 1 (got {block_size})")
     cfg = kv_config(config)
+    block_bytes = block_size * cfg.bytes_per_token
     held: set[BlockHash] = set()     # full blocks, by the hash of their whole prefix
     out = []
+    most = 0                         # the most blocks held at once so far
     prev, prev_keys = np.empty(0, np.uint32), list[BlockHash]()
-    for k, ids in enumerate(prompts, 1):
-        ids = np.asarray(ids, dtype=np.uint32)
+    for k, turn in enumerate(turns, 1):
+        ids, kept = _prompt_and_held(turn, k)
         n = len(ids)
-        full, partial = divmod(n, block_size)
-        # The blocks this prompt shares with the previous one hash the same: only the rest is hashed.
-        keep = first_difference(prev, ids) // block_size
-        keys = block_hashes(ids, block_size, known=prev_keys[:keep])
-        shared = sum(key in held for key in keys)
+        # What the last turn held and this one shares hashes the same: only the rest is hashed. The
+        # prompt's keys are the first of what is held after it (held starts with the prompt).
+        same = first_difference(prev, kept) // block_size
+        keys = block_hashes(kept, block_size, known=prev_keys[:same])
+        reusable = max(n - 1, 0) // block_size
+        shared = 0
+        while shared < reusable and keys[shared] in held:
+            shared += 1
         held.update(keys)
-        blocks = full + (1 if partial else 0)
-        out.append(PagedTurn(k, n, blocks, shared, blocks - shared, cfg.bytes_for(n),
-                             (len(held) + (1 if partial else 0)) * block_size * cfg.bytes_per_token))
-        prev, prev_keys = ids, keys
+        # A partial block is never shared (it has no hash) but is held while the turn runs. A turn with
+        # no partial block and no new full one would show one block fewer than a turn before it that
+        # had one: the figure keeps the most held at once so far, so it never falls.
+        most = max(most, len(held) + (1 if len(kept) % block_size else 0))
+        blocks = -(-n // block_size)
+        out.append(PagedTurn(k, n, blocks, shared, blocks - shared, cfg.bytes_for(n), most * block_bytes, most,
+                             len(kept) - n))
+        prev, prev_keys = kept, keys
     return out
+
+
+def _prompt_and_held(turn: np.ndarray | HeldTurn, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt's ids and what the engine holds after the turn (the prompt alone for bare ids)."""
+    if isinstance(turn, np.ndarray) or not hasattr(turn, "held_ids"):
+        ids = np.asarray(turn, dtype=np.uint32)
+        return ids, ids
+    ids = np.asarray(turn.token_ids, dtype=np.uint32)
+    kept = np.asarray(turn.held_ids, dtype=np.uint32)
+    if len(kept) < len(ids) or first_difference(ids, kept) < len(ids):
+        raise EngineError(f"turn {k}: what the engine holds after the turn ({len(kept)} tokens) does not start with "
+                          f"its prompt ({len(ids)} tokens)",
+                          hint="held_ids are the prompt followed by the reply as generated (TurnPrompt.held_ids)")
+    return ids, kept
+
+
+def no_share_reason(turn: PagedTurn, block_size: int = BLOCK_SIZE) -> str:
+    """Why a turn shares no block ("" where it shares some): said beside the zero."""
+    if turn.shared_blocks:
+        return ""
+    if turn.turn == 1:
+        return "the first turn: nothing is held yet"
+    if turn.tokens < block_size:
+        return f"shorter than one block ({turn.tokens} of {block_size} tokens): only full blocks are shared"
+    if turn.tokens == block_size:
+        return "a single block, computed again: its last token always is (for the logits)"
+    return f"its first block is in nothing held: the prompt changed within its first {block_size} tokens"
+
+
+BYTE_UNITS = (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+
+
+def byte_unit(largest: float) -> tuple[str, int]:
+    """The unit a figure up to `largest` bytes reads best in: the largest one it reaches (KiB at least)."""
+    name, size = BYTE_UNITS[0]
+    for name_, size_ in BYTE_UNITS:
+        if largest >= size_:
+            name, size = name_, size_
+    return name, size
+
+
+def format_bytes(n: float) -> str:
+    """`n` bytes in its own unit, three figures at least: 62.1 MiB, 1.33 TiB (never 1,391,132.0 MiB).
+
+        >>> format_bytes(65_116_160), format_bytes(1_391_132 * 2**20), format_bytes(512), format_bytes(0)
+        ('62.1 MiB', '1.33 TiB', '0.50 KiB', '0.00 KiB')
+    """
+    name, size = byte_unit(n)
+    x = n / size
+    return f"{x:,.{2 if x < 10 else 1}f} {name}"
