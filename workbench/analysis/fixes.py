@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -90,6 +91,7 @@ class Fix:
     description: str
     causes: tuple[str, ...]             # the prefix-analysis cause codes it addresses
     apply: Callable[[Session, Assembler, dict[str, Any]], Outcome]
+    label: str = ""                     # what a button says: words, "{what}" filled from the cause (fix_label)
 
 
 # --- the fixes ----------------------------------------------------------------------------------
@@ -224,20 +226,31 @@ def _projection(session: Session, asm: Assembler, params: dict[str, Any]) -> Out
 
 FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("sort-tool-keys", "Sort the tool schemas' keys, recursively: the tools block is byte-identical whatever "
-        "order the client serialized them in", ("tool_schema_order",), _sort_tool_keys),
+        "order the client serialized them in", ("tool_schema_order",), _sort_tool_keys,
+        "Sort the tool schemas' keys, so the tools block is the same on every turn"),
     Fix("move-volatile", "Move dates, times, ids and timestamps from the system prompt to the last user message "
-        "of each request (the suffix)", ("volatile_content",), _move_volatile),
+        "of each request (the suffix)", ("volatile_content",), _move_volatile,
+        "Move the volatile text ({what}) after the stable prefix"),
     Fix("keep-reasoning", "Keep reasoning in earlier turns, through the template's own switch when it has one",
-        ("template_rewrite",), _keep_reasoning),
+        ("template_rewrite",), _keep_reasoning, "Keep the earlier replies' reasoning in the prompt"),
     Fix("pin-date", "Pin the date the template (strftime_now) or a prompt template (today, now) reads to one "
-        "value for the whole session", ("volatile_content", "template_rewrite"), _pin_date),
+        "value for the whole session", ("volatile_content", "template_rewrite"), _pin_date,
+        "Pin the date to one value for the whole session"),
     Fix("merge-system", "Merge the leading system prompts of each request into one", ("system_changed",),
-        _merge_system),
+        _merge_system, "Merge the leading system prompts into one"),
     Fix("split-system", "Split the system prompt into its stable part and a second one with its volatile "
-        "sentences", ("volatile_content", "system_changed"), _split_system),
+        "sentences", ("volatile_content", "system_changed"), _split_system,
+        "Split the system prompt: the stable part first, then the volatile text ({what})"),
     Fix("projection", "Render with the prefix-stable projection: each turn extends what the engine holds",
-        ("template_rewrite", "generation_prompt_mismatch"), _projection),
+        ("template_rewrite", "generation_prompt_mismatch"), _projection,
+        "Send each turn as an extension of the previous one (the prefix-stable projection)"),
 )}
+# What a volatile value is, for a label ("a timestamp and an id"): the first pattern that matches it.
+VOLATILE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a timestamp", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d|^1[5-9]\d{8}(\d{3})?$")),
+    ("a date", re.compile(r"\d{4}-\d{2}-\d{2}|[A-Z][a-z]{2}[a-z]* \d{1,2},? \d{4}|\d{1,2} [A-Z][a-z]{2}")),
+    ("a time", re.compile(r"^\d{1,2}:\d{2}")),
+    ("an id", re.compile(r"^[0-9a-fA-F-]{16,}$")))
 ALIASES = {"pin-strftime": "pin-date"}
 # The fix a Fix button next to a cause applies.
 CAUSE_FIX = {"tool_schema_order": "sort-tool-keys", "volatile_content": "move-volatile",
@@ -258,6 +271,21 @@ def parse_names(text: str) -> list[str]:
     if not names:
         raise UnknownFixError(text, tuple(FIXES))
     return [get_fix(n).name for n in names]
+
+
+def fix_label(name: str, cause_message: str = "") -> str:
+    """The fix in words, for a button or a result's title: "Move the volatile text (a timestamp) after
+    the stable prefix". The values a cause's message quotes say what the volatile text is."""
+    fix = get_fix(name)
+    if "{what}" not in fix.label:
+        return fix.label or fix.name
+    kinds: list[str] = []
+    for value in re.findall(r"'([^']*)'", cause_message):
+        kind = next((k for k, pattern in VOLATILE_KINDS if pattern.search(value)), None)
+        if kind is not None and kind not in kinds:
+            kinds.append(kind)
+    what = " and ".join(kinds) if len(kinds) < 3 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+    return fix.label.format(what=what or "dates, times and ids")
 
 
 def fix_for_cause(code: str, message: str = "") -> str | None:
@@ -358,11 +386,16 @@ class TurnFigures:
     cost: dict[str, float]              # provider -> USD (example prices)
     prefill_ms: float | None = None     # the local engine's forward passes for this turn
     engine_reused: int | None = None    # tokens the engine took from its cache
+    # provider -> why its cached figure is 0 or less than shared (the simulator's TurnResult.why);
+    # only the providers with a reason
+    why: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
                                "first_divergence": self.first_divergence, "cached_tokens": self.cached_tokens,
                                "cost": {k: round(v, 6) for k, v in self.cost.items()}}
+        if self.why:
+            out["why"] = self.why
         if self.prefill_ms is not None:
             out.update(prefill_ms=round(self.prefill_ms, 3), engine_reused_tokens=self.engine_reused)
         return out
@@ -374,6 +407,7 @@ class Side:
     turns: tuple[TurnFigures, ...]
     analysis: tuple[Any, ...] = ()      # the TurnAnalysis per turn (empty under the projection)
     ids: tuple[np.ndarray, ...] = ()    # each turn's token ids
+    why: dict[str, str] = field(default_factory=dict)   # provider -> why it cached nothing (Simulation.why)
 
     def totals(self) -> dict[str, Any]:
         ts = self.turns
@@ -390,7 +424,10 @@ class Side:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"turns": [t.to_json() for t in self.turns], "totals": self.totals()}
+        out = {"turns": [t.to_json() for t in self.turns], "totals": self.totals()}
+        if self.why:
+            out["hit_ratio_why"] = self.why
+        return out
 
 
 @dataclass(frozen=True)
@@ -452,9 +489,10 @@ def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, pr
     sims = {p: simulate(prompts, p) for p in providers}
     turns = tuple(TurnFigures(k + 1, len(ids[k]), reuse[k][0], reuse[k][1],
                               {p: s.turns[k].cached_tokens for p, s in sims.items()},
-                              {p: s.turns[k].cost for p, s in sims.items()})
+                              {p: s.turns[k].cost for p, s in sims.items()},
+                              why={p: s.turns[k].why for p, s in sims.items() if s.turns[k].why})
                   for k in range(len(ids)))
-    return Side(turns, analysis, tuple(ids))
+    return Side(turns, analysis, tuple(ids), {p: s.why for p, s in sims.items() if s.why})
 
 
 def _projected_reuse(projected: list[Any], ids: list[np.ndarray], k: int,

@@ -9,7 +9,8 @@ class whose ``process(turn)`` takes one request and returns a ``TurnResult``, so
 can feed turns as they come; ``simulate()`` runs a whole session. The vLLM simulator names blocks
 with the engine's hash chain (``engine.kv.block_hashes``) and the SGLang simulator is the engine's
 radix tree in its simulated mode (``engine.radix.RadixKVCache.simulated``): one implementation
-each, as in SGLang itself.
+each, as in SGLang itself. Where a simulator decides a read, it also says why it read no more
+(``TurnResult.why``, worded by cache_reasons.py): a 0 always comes with its reason.
 
     >>> import numpy as np
     >>> doc = np.arange(3000, dtype=np.uint32)
@@ -36,6 +37,8 @@ from ..difference import first_difference
 from ..engine.kv import BlockHash, block_hashes
 from ..engine.radix import RadixKVCache
 from ..errors import ProviderParamsError, SimulationError
+from . import cache_reasons as R
+from .cache_reasons import Why
 from .provider_params import (
     MILLION,
     AnthropicParams,
@@ -48,6 +51,7 @@ from .provider_params import (
 
 DEFAULT_GAP_S = 60.0          # TurnPrompt.time_s None: the turn comes this long after the previous one
 TTLS = ("5m", "1h")           # Anthropic cache_control TTLs, longest last
+BREAKPOINT_MODES = ("", "explicit", "auto")   # TurnPrompt.breakpoint_mode: "" when the caller does not say
 
 
 # ---------------------------------------------------------------- turns and results
@@ -90,6 +94,9 @@ class TurnPrompt:
     ``breakpoint_ttls``: each breakpoint's Anthropic TTL ("5m" or "1h"); empty: the preset's.
     ``hold_last``: the engine holds the reply's last sampled token too (our serve-engine computes
     its KV: engine/decode.py), not one token less as vLLM and SGLang do.
+    ``breakpoint_mode``: how ``breakpoints`` were placed ("explicit": the session's own
+    cache_control marks; "auto": placed by turn_prompts.breakpoints_of), for the reason a request
+    without one reads nothing; "" when the caller does not say.
     The arrays are kept, not copied: do not change them after passing them in."""
 
     token_ids: np.ndarray
@@ -100,6 +107,7 @@ class TurnPrompt:
     reply_ids: np.ndarray | None = None
     breakpoint_ttls: tuple[str, ...] = ()
     hold_last: bool = False
+    breakpoint_mode: str = ""
 
     def __post_init__(self) -> None:
         ids = _as_tokens(self.token_ids)
@@ -119,6 +127,9 @@ class TurnPrompt:
             raise SimulationError(f"must give one of {', '.join(TTLS)} per breakpoint "
                                   f"({len(self.breakpoints)}), got {list(ttls)}", field="breakpoint_ttls")
         object.__setattr__(self, "breakpoint_ttls", ttls)
+        if self.breakpoint_mode not in BREAKPOINT_MODES:
+            raise SimulationError(f"must be one of {', '.join(map(repr, BREAKPOINT_MODES))}, got "
+                                  f"{self.breakpoint_mode!r}", field="breakpoint_mode")
 
     @property
     def held_ids(self) -> np.ndarray:
@@ -132,13 +143,15 @@ class TurnPrompt:
 
     @classmethod
     def from_assembly(cls, result: Any, *, breakpoints: Sequence[int] = (), time_s: float | None = None,
-                      output_tokens: int = 0, reply_ids: np.ndarray | None = None) -> TurnPrompt:
+                      output_tokens: int = 0, reply_ids: np.ndarray | None = None,
+                      breakpoint_mode: str = "") -> TurnPrompt:
         """From an AssemblyResult: its token ids (an image's as its content id: another image of the
         same size must not be a hit, as vLLM's block hashes and SGLang's image pads see to), and its
         segment ends as the block boundaries."""
         ends = sorted({int(s.end) for s in result.segments if s.end > 0})
         ids = result.content_ids() if hasattr(result, "content_ids") else result.token_ids
-        return cls(ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids)
+        return cls(ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids,
+                   breakpoint_mode=breakpoint_mode)
 
 
 @dataclass(frozen=True)
@@ -152,9 +165,20 @@ class TurnResult:
     output_tokens: int = 0
     time_s: float = 0.0
     detail: str = ""
+    # Why the cached figure is 0, or less than the prompt shares with what the provider holds, as
+    # the simulator decided it (cache_reasons.py); None when it read all it could.
+    reason: Why | None = None
+
+    @property
+    def why(self) -> str:
+        return self.reason.text if self.reason is not None else ""
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """SPEC 7.3's keys, and "why" and "why_code" where there is a reason."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "reason"}
+        if self.reason is not None:
+            out.update(self.reason.to_json())
+        return out
 
 
 @dataclass(frozen=True)
@@ -173,6 +197,14 @@ class Simulation:
         return sum(t.cost for t in self.turns)
 
     @property
+    def why(self) -> str:
+        """Why the hit ratio is 0 (no turn read anything): the turns' reasons, runs of the same one
+        said once; "" when some turn read a cached prefix."""
+        if any(t.cached_tokens for t in self.turns):
+            return ""
+        return R.summary([t.reason for t in self.turns]) if self.turns else "no turns"
+
+    @property
     def preset_note(self) -> str:
         """Which preset ran, its source page and the day it was checked (one line)."""
         return self.params.citation if self.params is not None else f"preset {self.provider}"
@@ -182,6 +214,8 @@ class Simulation:
         and which preset ran: "preset", "source", "checked"."""
         out: dict[str, Any] = {"provider": self.provider, "turns": [t.to_json() for t in self.turns],
                                "hit_ratio": self.hit_ratio, "total_cost": self.total_cost}
+        if self.why:
+            out["hit_ratio_why"] = self.why
         if self.params is not None:
             p = self.params
             out.update(kind=p.kind, model=p.model, preset=p.preset or p.name, source=p.source, checked=p.checked,
@@ -217,14 +251,14 @@ class Simulator:
             if self.time_s is not None and t < self.time_s:
                 raise SimulationError(f"goes back in time ({t:g} s after {self.time_s:g} s)", turn=idx,
                                       field="time_s", hint="feed the requests in the order they were sent")
-        cached, written, detail = self._step(turn, idx, t)
+        cached, written, detail, why = self._step(turn, idx, t)
         self.turn, self.time_s = idx, t
         n, p = len(turn.token_ids), self.params.prices
         billed_writes = written if self.bills_writes else 0
         uncached = n - cached - billed_writes
         cost = (uncached * p.input + cached * p.cached_input + self._write_cost(billed_writes)
                 + turn.output_tokens * p.output) / MILLION
-        return TurnResult(idx, n, cached, written, cost, uncached, turn.output_tokens, t, detail)
+        return TurnResult(idx, n, cached, written, cost, uncached, turn.output_tokens, t, detail, why)
 
     def _write_price(self) -> float:
         return self.params.prices.input
@@ -233,8 +267,9 @@ class Simulator:
         """USD per million tokens times tokens, for the writes of the turn just stepped."""
         return written * self._write_price()
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
-        """(cached tokens, cache-write tokens, one-line detail); may raise before changing state."""
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
+        """(cached tokens, cache-write tokens, one-line detail, why it read no more: None when it read
+        all it could); may raise before changing state."""
         raise NotImplementedError
 
 
@@ -253,12 +288,14 @@ class OpenAISimulator(Simulator):
     def __init__(self, params: ProviderParams):
         super().__init__(params)
         self._stored: list[_Stored] = []
+        self._ever_stored = False      # an empty store after turn 1: expired (True) or never cacheable
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
         p, toks = self.params, turn.token_ids
         n = len(toks)
         alive = [s for s in self._stored if t - s.last_used <= p.ttl_s]
-        expired = len(self._stored) - len(alive)
+        gone = [s for s in self._stored if t - s.last_used > p.ttl_s]
+        expired = len(gone)
         shared = [first_difference(s.tokens, toks) for s in alive]
         best = max(range(len(alive)), key=shared.__getitem__, default=None)
         longest = shared[best] if best is not None else 0
@@ -267,6 +304,8 @@ class OpenAISimulator(Simulator):
         if best is not None and cacheable and longest >= p.min_prefix_tokens:
             cached = longest - (longest - p.min_prefix_tokens) % p.increment_tokens
             alive[best].last_used = t                      # a hit keeps the entry warm
+        diverged = best is not None and longest < len(alive[best].tokens)
+        why = self._why(toks, idx, t, cached, longest, diverged, len(alive), gone)
         if cacheable:
             # A stored prompt that is a prefix of this one is subsumed by it: drop it, store this one
             # unless it is itself a prefix of something kept (then the hit above refreshed that).
@@ -280,7 +319,29 @@ class OpenAISimulator(Simulator):
                   f"longest shared prefix {longest} -> {cached} cached in {steps}")
         if expired:
             detail += f"; {expired} entr{'y' if expired == 1 else 'ies'} expired"
-        return cached, 0, detail
+        self._ever_stored = self._ever_stored or bool(alive)
+        return cached, 0, detail, why
+
+    def _why(self, toks: np.ndarray, idx: int, t: float, cached: int, longest: int, diverged: bool,
+             alive: int, gone: list[_Stored]) -> Why | None:
+        """Why this turn read `cached` and no more (None: all it could), from the `alive` entries'
+        longest shared prefix and the entries that expired since the last turn (`gone`)."""
+        p, n = self.params, len(toks)
+        if n < p.min_prefix_tokens:
+            return R.below_minimum(self.kind, n, p.min_prefix_tokens)
+        lapsed = max(((first_difference(s.tokens, toks), s) for s in gone), key=lambda x: x[0], default=None)
+        if lapsed is not None and lapsed[0] >= p.min_prefix_tokens and lapsed[0] > longest:
+            return R.ttl_lapse(self.kind, lapsed[0], t - lapsed[1].last_used, p.ttl_s)
+        if cached == 0:
+            if alive:
+                return R.short_prefix(self.kind, longest, p.min_prefix_tokens)
+            if idx == 1:
+                return R.first_turn(self.kind)
+            return R.all_expired(self.kind, p.ttl_s) if self._ever_stored else \
+                R.none_stored(self.kind, p.min_prefix_tokens)
+        if cached < longest:
+            return R.steps(self.kind, longest, cached, p.min_prefix_tokens, p.increment_tokens, diverged)
+        return None
 
 
 class GeminiSimulator(OpenAISimulator):
@@ -313,14 +374,17 @@ class OpenAIBreakpointSimulator(Simulator):
         self._written: list[_Written] = []
         self._sources: dict[int, np.ndarray] = {}
         self._count = 0
+        self._ever_written = False     # nothing live after turn 1: expired (True) or never written
 
     def _write_price(self) -> float:
         return self.params.prices.cache_write
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
         p, toks = self.params, turn.token_ids
         n = len(toks)
+        gone = [w for w in self._written if t - w.last_used > p.lifetime_s]
         self._written = [w for w in self._written if t - w.last_used <= p.lifetime_s]
+        live = list(self._written)
         recent = sorted(self._written, key=lambda w: w.order)[-p.match_breakpoints:]
         shared = {sid: first_difference(src, toks) for sid, src in self._sources.items()
                   if any(w.source == sid for w in recent)}
@@ -335,21 +399,55 @@ class OpenAIBreakpointSimulator(Simulator):
         writable = explicit[len(explicit) - room:] if room > 0 else []
         passed = len(explicit) - len(writable)
         written = [b for b in sorted(set(writable + implicit)) if b > read and b >= p.min_prefix_tokens]
+        creation = written[-1] - read if written else 0
+        why = self._why(toks, idx, t, read, creation, live, gone)   # before this turn's writes and pruning
         if written:
             sid = self._count
             self._sources[sid] = toks
             for b in written:
                 self._count += 1
                 self._written.append(_Written(sid, b, t, self._count))
+        self._ever_written = self._ever_written or bool(written)
         used = {w.source for w in self._written}
         self._sources = {k: v for k, v in self._sources.items() if k in used}
-        creation = written[-1] - read if written else 0
         parts = [f"read {read}" if read else "no live breakpoint prefix to read"]
         if written:
             parts.append(f"wrote {creation} at {', '.join(map(str, written))}")
         if passed:
             parts.append(f"{passed} earlier breakpoint(s) not written (at most {p.max_writes} writes per request)")
-        return read, creation, "; ".join(parts)
+        return read, creation, "; ".join(parts), why
+
+    def _why(self, toks: np.ndarray, idx: int, t: float, read: int, wrote: int, live: list[_Written],
+             gone: list[_Written]) -> Why | None:
+        """Why this turn read `read` and no more (None: all it could), from the entries live at this
+        turn and those that expired since the last one (`gone`)."""
+        p, n = self.params, len(toks)
+        if n < p.min_prefix_tokens:
+            return R.below_minimum(self.kind, n, p.min_prefix_tokens)
+
+        shared: dict[int, int] = {}       # per stored prompt, once: a prompt holds many breakpoints
+
+        def matches(w: _Written) -> bool:
+            if w.source not in shared:
+                shared[w.source] = first_difference(self._sources[w.source], toks)
+            return w.length <= n and shared[w.source] >= w.length
+
+        lapsed = max((w for w in gone if matches(w)), key=lambda w: w.length, default=None)
+        if lapsed is not None and lapsed.length > read:
+            return R.ttl_lapse(self.kind, lapsed.length, t - lapsed.last_used, p.lifetime_s)
+        older = max((w.length for w in live if matches(w)), default=0)
+        if older > read:       # live and matching, but not among the latest match_breakpoints
+            return R.too_many_breakpoints_ago(older, p.match_breakpoints)
+        if read:
+            return None
+        if live:
+            at = max(shared.get(s, first_difference(self._sources[s], toks)) for s in {w.source for w in live})
+            return R.diverged_written(at, min(w.length for w in live), n)
+        if idx == 1:
+            return R.first_turn(self.kind, wrote=wrote, minimum=p.min_prefix_tokens)
+        if gone or self._ever_written:
+            return R.all_expired(self.kind, p.lifetime_s)
+        return R.nothing_written(self.kind, p.min_prefix_tokens)
 
 
 @dataclass(slots=True)
@@ -372,6 +470,7 @@ class AnthropicSimulator(Simulator):
         self._sources: dict[int, np.ndarray] = {}
         self._next_source = 0
         self._write_usd = 0.0                              # the last turn's writes, per TTL stretch
+        self._ever_written = False     # nothing live after turn 1: expired (True) or never written
 
     def _breakpoints(self, turn: TurnPrompt, idx: int) -> dict[int, str]:
         """This request's breakpoints -> their TTL: its own, and the automatic one (the top-level
@@ -402,24 +501,29 @@ class AnthropicSimulator(Simulator):
     def _write_cost(self, written: int) -> float:
         return self._write_usd
 
-    def _expire(self, t: float) -> None:
+    def _expire(self, t: float) -> list[tuple[int, _Entry, np.ndarray]]:
+        """Drop the entries expired at `t`; returns them (prefix length, entry, its prompt)."""
+        lost = []
         for length in list(self._entries):
             live = [e for e in self._entries[length] if t <= e.expires]
+            lost += [(length, e, self._sources[e.source]) for e in self._entries[length] if t > e.expires]
             if live:
                 self._entries[length] = live
             else:
                 del self._entries[length]
         used = {e.source for es in self._entries.values() for e in es}
         self._sources = {k: v for k, v in self._sources.items() if k in used}
+        return lost
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
         p, toks = self.params, turn.token_ids
         ttl_of = self._breakpoints(turn, idx)
         bps = tuple(sorted(ttl_of))
-        self._expire(t)
+        lost = self._expire(t)
         self._write_usd = 0.0
         if not bps:
-            return 0, 0, "no cache_control breakpoint: nothing read or written"
+            return 0, 0, "no cache_control breakpoint: nothing read or written", \
+                R.breakpoint_missing(turn.breakpoint_mode)
         shared = {sid: first_difference(src, toks) for sid, src in self._sources.items()}
 
         def live(length: int) -> _Entry | None:
@@ -441,6 +545,9 @@ class AnthropicSimulator(Simulator):
         if hit is not None:
             hit.expires = t + hit.ttl                         # a read refreshes the entry for free
         written = [b for b in bps if b > read and b >= p.min_cacheable_tokens]
+        creation = written[-1] - read if written else 0
+        why = self._why(toks, idx, t, read, bps, bounds, shared, lost, creation)   # before this turn's writes
+        self._ever_written = self._ever_written or bool(written)
         if written:
             sid, self._next_source = self._next_source, self._next_source + 1
             self._sources[sid] = toks
@@ -452,7 +559,6 @@ class AnthropicSimulator(Simulator):
         for b in written:
             self._write_usd += (b - start) * p.write_price_of(ttl_of[b])
             start = b
-        creation = written[-1] - read if written else 0
         parts = [f"read {read} (breakpoint at {at})" if read else "no live prefix to read"]
         if written:
             ttls = sorted({ttl_of[b] for b in written}, key=TTLS.index)
@@ -460,7 +566,35 @@ class AnthropicSimulator(Simulator):
         skipped = [b for b in bps if b > read and b < p.min_cacheable_tokens]
         if skipped:
             parts.append(f"under {p.min_cacheable_tokens} tokens, not cached: {', '.join(map(str, skipped))}")
-        return read, creation, "; ".join(parts)
+        return read, creation, "; ".join(parts), why
+
+    def _why(self, toks: np.ndarray, idx: int, t: float, read: int, bps: tuple[int, ...], bounds: list[int],
+             shared: dict[int, int], lost: list[tuple[int, _Entry, np.ndarray]], wrote: int) -> Why | None:
+        """Why this turn read `read` and no more (None: all it could): from the entries live at this
+        turn (`shared`: each prompt's shared prefix with this one) and those that expired since the last."""
+        p, n = self.params, len(toks)
+        if not read and n < p.min_cacheable_tokens:
+            return R.below_minimum(self.kind, n, p.min_cacheable_tokens)
+        lapsed = max(((length, e) for length, e, src in lost if length <= n and first_difference(src, toks) >= length),
+                     key=lambda x: x[0], default=None)
+        if lapsed is not None and lapsed[0] > read:
+            length, e = lapsed
+            return R.ttl_lapse(self.kind, length, t - (e.expires - e.ttl), e.ttl)
+        best = max((length for length, es in self._entries.items()
+                    if length <= n and any(shared[e.source] >= length for e in es)), default=0)
+        if best > read:        # live and shared, yet no breakpoint read it
+            if best in bounds and best <= bps[-1]:
+                return R.lookback_exceeded(best, bps[bisect.bisect_left(bps, best)], p.lookback_blocks)
+            return R.breakpoint_moved(best, bps[-1])
+        if read:
+            return None
+        if self._entries:
+            return R.diverged_written(max(shared.values()), min(self._entries), n)
+        if idx == 1:
+            return R.first_turn(self.kind, wrote=wrote, minimum=p.min_cacheable_tokens)
+        if lost or self._ever_written:
+            return R.all_expired(self.kind, p.ttl_seconds)
+        return R.nothing_written(self.kind, p.min_cacheable_tokens)
 
 
 CHAIN_MEMO = 2048     # prompts whose block-hash chains are remembered (about 1 MB per 16k blocks)
@@ -481,6 +615,7 @@ class VLLMSimulator(Simulator):
             set() if self.params.capacity_blocks is None else OrderedDict()
         self._prev: np.ndarray = np.empty(0, np.uint32)
         self._prev_hashes: list[BlockHash] = []
+        self._held: np.ndarray | None = None     # what the previous turn left held: for the reason
 
     def block_hashes(self, toks: np.ndarray) -> list[BlockHash]:
         """One key per full block of block_size tokens. The chain is hashed every hash_block_size
@@ -510,7 +645,7 @@ class VLLMSimulator(Simulator):
         self._prev, self._prev_hashes = toks, got
         return got
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
         p, toks = self.params, turn.token_ids
         hashes, blocks = self.block_hashes(toks), self._blocks
         limit = max(len(toks) - 1, 0) // p.block_size      # one token is always recomputed for logits
@@ -544,7 +679,10 @@ class VLLMSimulator(Simulator):
             detail += f"; holds {len(hashes)} blocks with the reply"
         if evicted:
             detail += f"; {evicted} blocks evicted"
-        return hit * p.block_size, new * p.block_size, detail
+        capacity = "unbounded" if p.capacity_blocks is None else f"{p.capacity_blocks:,} blocks"
+        why = _engine_why(self.kind, idx, toks, self._held, hit * p.block_size, p.block_size, "block", capacity)
+        self._held = held
+        return hit * p.block_size, new * p.block_size, detail, why
 
 
 class SGLangSimulator(Simulator):
@@ -557,22 +695,49 @@ class SGLangSimulator(Simulator):
     def __init__(self, params: ProviderParams):
         super().__init__(params)
         self.tree = RadixKVCache.simulated(self.params.capacity_tokens, page_size=self.params.page_size)
+        self._held: np.ndarray | None = None     # what the previous turn left held: for the reason
 
     @property
     def stored_tokens(self) -> int:
         return self.tree.nbytes          # a simulated token weighs one byte
 
-    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str]:
+    def _step(self, turn: TurnPrompt, idx: int, t: float) -> tuple[int, int, str, Why | None]:
         toks, ps, tree = turn.token_ids, self.params.page_size, self.tree
         n = len(toks)
         cached = tree.match(toks[:max(n - 1, 0) // ps * ps]).length     # one token is always recomputed
         evicted_before = tree.evicted_bytes
-        new = tree.insert(turn.held_ids)         # its whole pages: the prompt and the reply as generated
+        held = turn.held_ids
+        new = tree.insert(held)                  # its whole pages: the prompt and the reply as generated
         evicted = tree.evicted_bytes - evicted_before
         detail = f"longest stored prefix {cached}" + (f" (pages of {ps})" if ps > 1 else "")
         if evicted:
             detail += f"; {evicted} tokens evicted"
-        return cached, new, detail
+        cap = self.params.capacity_tokens
+        why = _engine_why(self.kind, idx, toks, self._held, cached, ps, "page",
+                          "unbounded" if cap is None else f"{cap:,} tokens")
+        self._held = held
+        return cached, new, detail, why
+
+
+def _engine_why(kind: str, idx: int, toks: np.ndarray, held: np.ndarray | None, cached: int, unit: int,
+                what: str, capacity: str) -> Why | None:
+    """Why an engine (vLLM blocks, SGLang pages of `unit` tokens) read `cached` tokens of this
+    prompt and no more, against what the previous turn left `held` (None on the first turn)."""
+    n = len(toks)
+    reusable = max(n - 1, 0) // unit * unit          # before the last token, in whole units
+    if held is None:
+        return R.first_turn(kind, engine=True) if idx == 1 and not cached else None
+    if not cached and not reusable:
+        return R.no_full_unit(kind, n, unit, what)
+    d = first_difference(held, toks)
+    expected = min(d, reusable) // unit * unit
+    if cached < expected:
+        return R.evicted(kind, expected, cached, capacity)
+    if d < len(held) and d < n and cached <= d:
+        return R.engine_diverged(kind, d, len(held), cached, unit, what)
+    if cached < d:
+        return R.engine_rounded(kind, d, cached, unit, what, whole_prompt=d >= n)
+    return None
 
 
 _SIMULATORS: dict[str, type[Simulator]] = {

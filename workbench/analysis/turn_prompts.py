@@ -121,9 +121,11 @@ def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explic
     """One TurnPrompt per assembled turn, in order. With `asm` (the assembler that built them),
     each carries the reply that followed it as generated, which vLLM and SGLang hold."""
     out = []
+    mode = "auto" if breakpoints == "auto" else "explicit"     # as breakpoints_of reads it
     for k, r in enumerate(results):
         nxt = results[k + 1] if k + 1 < len(results) else None
         out.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
                                             output_tokens=reply_tokens(r, nxt),
-                                            reply_ids=reply_ids(asm, r, nxt) if asm is not None else None))
+                                            reply_ids=reply_ids(asm, r, nxt) if asm is not None else None,
+                                            breakpoint_mode=mode))
     return out

@@ -133,7 +133,11 @@ def _with_fixes(args: argparse.Namespace, session: Any, asm: Any, prepare: Any) 
     tb, ta = m.before.totals(), m.after.totals()
     out.write(_row("all", tb["tokens"], ta["tokens"], tb["reused_tokens"], ta["reused_tokens"], tb, ta, prov,
                    m.engine))
-    out.write("(each cell: before -> after; cost per provider in --json)\n")
+    for p in prov:     # a provider that cached nothing says why (the simulation's reason, as --json carries it)
+        for label, side in (("before", m.before), ("after", m.after)):
+            if side.why.get(p):
+                out.write(f"{p} cached nothing {label}: {side.why[p]}\n")
+    out.write("(each cell: before -> after; cost per provider and each turn's reasons in --json)\n")
     return 0
 
 
@@ -161,5 +165,8 @@ def fixed_json(m: Any) -> dict[str, Any]:
         row["before"] = {k: v for k, v in b.to_json().items() if k != "turn"}
         row["after"] = {k: v for k, v in a.to_json().items() if k != "turn"}
         turns.append(row)
-    return {"turns": turns, "fixes": [o.to_json() for o in m.applied.outcomes], "engine": m.engine,
-            "totals": {"before": m.before.totals(), "after": m.after.totals()}}
+    out = {"turns": turns, "fixes": [o.to_json() for o in m.applied.outcomes], "engine": m.engine,
+           "totals": {"before": m.before.totals(), "after": m.after.totals()}}
+    if m.before.why or m.after.why:      # provider -> why it cached nothing over the session
+        out["hit_ratio_why"] = {"before": m.before.why, "after": m.after.why}
+    return out

@@ -67,12 +67,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if every:
         _side_by_side(runs, session.title, params)
         return 0
+    why = f" ({sim.why})" if sim.why else ""
     o.write(f"{session.title}: {len(sim.turns)} turns · provider {sim.provider} ({params.model}) · truncation "
-            f"{runs[0].policy} · hit ratio {sim.hit_ratio:.1%} · cost ${sim.total_cost:.4f} (example prices: "
+            f"{runs[0].policy} · hit ratio {sim.hit_ratio:.1%}{why} · cost ${sim.total_cost:.4f} (example prices: "
             "check them)\n")
-    o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}\n")
+    o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}  why not more\n")
     for t in sim.turns:
-        o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}\n")
+        o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}  "
+                f"{t.why}".rstrip() + "\n")
     o.write(f"{params.citation}\n")
     return 0
 
@@ -101,6 +103,9 @@ def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParam
         s = r.simulations[0]
         o.write(f"{r.policy:<13} {r.truncated_turns:>9} {r.prefix_stable_turns:>7} {r.tokens:>11,} "
                 f"{r.cached_tokens(s.provider):>11,} {s.hit_ratio:>6.1%} {s.total_cost:>10.4f}\n")
+    for r in runs:
+        if r.simulations[0].why:
+            o.write(f"{r.policy}: nothing cached: {r.simulations[0].why}\n")
     o.write("stable: turns whose prompt starts with the whole previous prompt (an engine prefills only the new "
             "tokens)\n")
     o.write(f"{params.citation}\n")

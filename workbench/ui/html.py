@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .reconcile_view import reconcile_html
 
 if TYPE_CHECKING:
+    from ..analysis.providers import Simulation
     from ..assembly.result import AssemblyResult
     from .state import Panels
 
@@ -32,6 +33,9 @@ CSS = """
 .wb-estimate summary { cursor: pointer; }
 .wb-reconcile-table td.wb-rec-advice, .wb-reconcile-table td.wb-rec-note { text-align: left; max-width: 32em; }
 .wb-rec-none td.wb-rec-note { color: #57606a; font-style: italic; }
+/* issue 33: why a cache figure is 0, under the figure (the simulation's own reason) */
+.wb-why { font-size: 11.5px; line-height: 1.3; color: #57606a; font-style: italic; text-align: left;
+  white-space: normal; max-width: 26em; margin-top: 1px; }
 """
 
 
@@ -82,10 +86,13 @@ def cache_html(p: "Panels") -> str:
     # "local: 220 segments" read as a contradiction).
     rates = ", ".join(f"{escape(k)} {hits:,} hit(s) of {n:,} ({hits / n:.0%})" if n else f"{escape(k)} no lookups"
                       for k, (hits, n) in p.lookups.items()) or "no lookups yet"
+    # A 0 says why under it, in the simulation's own words (TurnResult.why, Simulation.why: what
+    # `simulate --json` prints as "why" and "hit_ratio_why"); a figure that is not 0 keeps its reason
+    # (read less than shared) as a tooltip.
     prov = "".join(
         f'<tr><td>{escape(s.provider)}<div class="wb-muted wb-preset">{escape(s.preset_note)}</div></td>'
-        f"<td>{s.turns[-1].cached_tokens if s.turns else 0:,}</td>"
-        f"<td>{s.hit_ratio:.1%}</td><td>${s.total_cost:.4f}</td></tr>" for s in p.simulations)
+        f"{_cached_now(s)}<td>{s.hit_ratio:.1%}{_why(s.why)}</td><td>${s.total_cost:.4f}</td></tr>"
+        for s in p.simulations)
     turns = len(p.simulations[0].turns) if p.simulations else 0
     # Reported vs predicted first: what a session with the provider's usage is opened for.
     return (f'<div class="wb-cache">{reconcile_html(p)}<b>This turn&#x27;s segments by source</b>'
@@ -100,6 +107,21 @@ def cache_html(p: "Panels") -> str:
             f'the selected turn comes from the live view, the others had not changed</div></div>')
 
 
+def _why(text: str) -> str:
+    return f'<div class="wb-why">{escape(text)}</div>' if text else ""
+
+
+def _cached_now(s: "Simulation") -> str:
+    """The "cached now" cell: the last turn's cached tokens, and its reason when it is 0."""
+    last = s.turns[-1] if s.turns else None
+    n = last.cached_tokens if last is not None else 0
+    if last is None:
+        return f"<td>0{_why('no turns')}</td>"
+    if n == 0:
+        return f'<td class="wb-cached-zero">0{_why(last.why)}</td>'
+    return f'<td title="{escape(last.why)}">{n:,}</td>' if last.why else f"<td>{n:,}</td>"
+
+
 def policies_html(p: "Panels") -> str:
     """The truncation policies side by side over the session (only when it truncates): per policy,
     the turns truncated and prefix-stable, tokens sent, and each provider's cached tokens and cost."""
@@ -111,7 +133,7 @@ def policies_html(p: "Panels") -> str:
     rows = "".join(
         f'<tr class="wb-policy-{escape(r.policy)}"><td>{escape(r.policy)}{" (this session)" if r.policy == own else ""}'
         f"</td><td>{r.truncated_turns}</td><td>{r.prefix_stable_turns}</td><td>{r.tokens:,}</td>"
-        + "".join(f"<td>{sum(t.cached_tokens for t in s.turns):,}</td><td>${s.total_cost:.4f}</td>"
+        + "".join(f"<td>{sum(t.cached_tokens for t in s.turns):,}{_why(s.why)}</td><td>${s.total_cost:.4f}</td>"
                   for s in r.simulations) + "</tr>"
         for r in p.policies)
     return (f'<b>Truncation policies over the {len(p.policies[0].prompts)} turns</b> (the session truncates; '
