@@ -96,6 +96,30 @@ def test_overflow_is_struck_through_and_bad_values_show_inline(browser, server: 
         expect(page.locator(".wb-note-reserve")).to_contain_text("100 tokens · session file (max_tokens)",
                                                                  timeout=UPDATE_MS)
         expect(page.locator(".wb-budget-error")).to_have_count(0)
+
+        # summary-slot (issue 33): the page shows the prompt sent. The summary message the policy
+        # sends in place of the dropped ones is there, unstruck and said to be the policy's; the
+        # dropped ones say they are not sent and show no offsets; the unstruck segments add up to
+        # the header's total.
+        page.get_by_label("Truncation").select_option(label="summary-slot")
+        expect(note).to_contain_text("a summary message of", timeout=UPDATE_MS)
+        summary = page.locator(".wb-summary")
+        expect(summary).to_have_count(1)
+        expect(summary.locator(".wb-seg-label")).to_contain_text("inserted by the summary-slot truncation policy")
+        expect(summary.locator(".wb-seg-label")).to_contain_text("seq -1")
+        gone = page.locator(".wb-struck-dropped .wb-seg-label").all_text_contents()
+        assert gone and all("not sent" in t and "[" not in t for t in gone), gone
+        shown = page.locator(".wb-seg:not(.wb-overflow):not(.wb-kind-folded) > .wb-seg-label").all_text_contents()
+        total = re.search(r" (\d+) tokens · ", page.locator(".wb-header").first.inner_text())
+        assert total, page.locator(".wb-header").first.inner_text()
+        counts = [re.search(r"(\d+) tokens \[(\d+):(\d+)\]", t) for t in shown]
+        assert all(counts), shown
+        assert sum(int(c.group(1)) for c in counts if c) == int(total.group(1))
+        # Their offsets, in the prompt sent, follow one another from 0 to the total (after a patch
+        # that moved the segments it kept from the sliding view).
+        spans = [(int(c.group(2)), int(c.group(3))) for c in counts if c]
+        assert spans[0][0] == 0 and spans[-1][1] == int(total.group(1))
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
     finally:
         page.close()
     assert not errors, f"errors in the page: {errors}"

@@ -22,8 +22,10 @@ def test_the_notebook_controls_strike_the_overflow_and_refuse_bad_values_inline(
     assert wb.view.header["overflow"]["note"].startswith(f"{ov.over:,} tokens over the window: the struck-through")
     assert "2,000 tokens · from session file" in c.notes["context_window"].value
     assert wb.state.doc.data["context_window"] == 2000
-    bar = wb.budget.layout.shapes[0]
-    assert (bar.x0, bar.x1) == (wb.result.budget.input_budget, wb.result.budget.used)
+    b = wb.result.budget
+    marks = {sh.name: sh for sh in wb.budget.layout.shapes}
+    assert (marks["context window"].x0, marks["input budget"].x0) == (b.context_window, b.input_budget)
+    assert next(t for t in wb.budget.data if t.name == "over the window").x[0] == b.used - b.input_budget
 
     c.policy.value = "summary-slot"
     dropped = wb.view.header["overflow"]["dropped"]

@@ -178,6 +178,21 @@ def test_summary_slot_stands_in_for_the_dropped_turns() -> None:
     assert other.assemble({"messages": [{"role": "system", "content": "Be brief."}, *msgs]}).cache_key != r.cache_key
 
 
+def test_when_every_turn_is_dropped_the_summary_goes_before_the_last_user_message() -> None:
+    """The slot takes the dropped turns' place, also when all of them go: before the user's last
+    message (which is kept), never after it as the prompt's last message."""
+    msgs = [{"role": r, "content": f"{r} message number {i} with a few more words"}
+            for i, r in enumerate(["user", "assistant"] * 3)] + [{"role": "user", "content": "and?"}]
+    pol = TruncationPolicy(strategy="summary-slot")
+    r = Assembler(template="chatml", context_window=120, reserve=32, truncation=pol, cache=None).assemble(
+        {"messages": msgs})
+    kept = r.conversation.messages
+    assert len(r.dropped) == 6, r.dropped                    # every earlier turn
+    assert [m.role for m in kept] == ["system", "user"] and kept[-1].content == "and?"
+    assert "6 earlier messages" in kept[0].content
+    assert r.text.index("6 earlier messages") < r.text.index("and?")
+
+
 def test_summary_text_is_not_a_format_string() -> None:
     """The summary is the user's text: `{n}` is replaced, nothing else is evaluated."""
     pol = TruncationPolicy(strategy="summary-slot", summary="{n.__class__.__mro__} {0} {n}")

@@ -18,7 +18,7 @@ import pytest
 from workbench import Assembler
 from workbench.errors import BudgetSettingError, WorkbenchError
 from workbench.truncation import TruncationPolicy
-from workbench.ui.budget_view import DROPPED, OVER, POLICIES
+from workbench.ui.budget_view import DROPPED, OVER, POLICIES, SUMMARY
 from workbench.ui.charts import budget_figure
 from workbench.ui.controller import Controller
 from workbench.ui.document import SessionDocument
@@ -166,13 +166,22 @@ def test_a_truncating_policy_strikes_the_messages_it_drops(policy: str) -> None:
     assert f"{policy} truncation drops {len(ov.dropped_seqs)} message(s)" in ov.note()
 
 
-def test_summary_slot_strikes_what_its_summary_stands_for() -> None:
+def test_summary_slot_strikes_what_its_summary_stands_for_and_shows_the_summary_sent() -> None:
     s = state_of()
     s.set_budget(policy="summary-slot")
     r = s.assemble()
     ov = s.overflow
     assert ov is not None and ov.dropped_seqs == {d.seq for d in r.dropped}
-    assert np.array_equal(ov.kept_ids(), alone(s, every_seq(s) - ov.dropped_seqs))
+    # What is not struck is the prompt sent, the summary slot's message included, at its place...
+    assert np.array_equal(ov.kept_ids(), r.token_ids) and np.array_equal(ov.seen_ids(), r.token_ids)
+    (i,) = [k for k, f in enumerate(ov.flags) if f == SUMMARY]
+    slot = ov.segments[i]
+    assert slot.seq == -1 and f"[{len(r.dropped)} earlier messages were left out" in slot.text
+    assert ov.summary_tokens == slot.token_count > 0 and slot in r.segments
+    assert ov.flags[i - 1] == DROPPED and DROPPED not in ov.flags[i + 1:]   # right after what it stands for
+    # ...and without it, the kept messages alone, assembled cold.
+    assert np.array_equal(ov.ids(""), alone(s, every_seq(s) - ov.dropped_seqs))
+    assert f"a summary message of {slot.token_count:,} tokens, inserted by the truncation policy" in ov.note()
 
 
 def test_a_policy_that_cannot_fit_shows_the_prompt_instead_of_refusing() -> None:
@@ -225,17 +234,27 @@ def test_the_budget_bar_shows_the_overflow() -> None:
     s = state_of()
     s.set_budget(policy="none")
     r = s.assemble()
+    b = r.budget
     fig = budget_figure(r, s.overflow)
-    band = fig["layout"]["shapes"][0]
-    assert (band["x0"], band["x1"]) == (r.budget.input_budget, r.budget.used)
-    assert fig["layout"]["xaxis"]["range"][1] == r.budget.used + r.budget.reserve   # the reserve stacks after it
-    assert f"over budget by {r.budget.used - r.budget.input_budget:,}" in fig["layout"]["title"]["text"]
+    window, budget = ({sh["name"]: sh for sh in fig["layout"]["shapes"]}[k] for k in ("context window", "input budget"))
+    assert (window["x0"], window["x1"], budget["x0"]) == (b.context_window, b.context_window, b.input_budget)
+    # The prompt up to the input budget, the reserve up to the window, then what is over, past it.
+    x = {t["name"]: t["x"][0] for t in fig["data"]}
+    names = [t["name"] for t in fig["data"]]
+    assert names[-2:] == ["reserve", "over the window"] and "free" not in names
+    assert sum(t["x"][0] for t in fig["data"][:-2]) == b.input_budget
+    assert x["reserve"] == b.context_window - b.input_budget
+    assert x["over the window"] == s.overflow.over == b.used - b.input_budget > 0
+    assert fig["layout"]["xaxis"]["range"] == [0, b.context_window + s.overflow.over]
+    assert f"over budget by {b.used - b.input_budget:,}" in fig["layout"]["title"]["text"]
     s.set_budget(policy="sliding")
     r = s.assemble()
     fig = budget_figure(r, s.overflow)
     dropped = [t for t in fig["data"] if t["name"] == "dropped (not sent)"]
     assert dropped and dropped[0]["x"] == [s.overflow.dropped_tokens]
-    assert "shapes" not in fig["layout"]
+    assert sum(t["x"][0] for t in fig["data"][:-1]) == r.budget.context_window    # the dropped bar past it
+    assert [sh["name"] for sh in fig["layout"]["shapes"]] == ["context window"]
+    assert "over budget" not in fig["layout"]["title"]["text"]
 
 
 class _Host:

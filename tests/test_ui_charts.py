@@ -27,6 +27,48 @@ def test_budget_bar_adds_up_to_the_window_and_names_drops() -> None:
     assert f"dropped {len(r.dropped)}" in fig["layout"]["title"]["text"]
 
 
+def test_an_over_budget_prompt_keeps_the_reserve_in_the_window_and_the_overflow_past_it() -> None:
+    """Issue 33: with no truncation and a prompt over the budget, the bar used to stack the reserve
+    after the overflow and mark nothing at the window."""
+    from workbench.truncation import TruncationPolicy
+    asm = Assembler(template="qwen2.5", context_window=4096, reserve=1024, cache=None,
+                    truncation=TruncationPolicy(enabled=False))
+    r = asm.assemble(load_session(SESSIONS / "support_chat.json").turn(None))
+    b = r.budget
+    assert b.used > b.input_budget
+    fig = budget_figure(r)
+    x = [t["x"][0] for t in fig["data"]]
+    names = [t["name"] for t in fig["data"]]
+    # The prompt up to the input budget, the reserve from there to the window, the overflow past it.
+    assert names[-2:] == ["reserve", "over the window"]
+    assert sum(x[:-2]) == b.input_budget and sum(x[:-1]) == b.context_window
+    assert x[-1] == b.used - b.input_budget and sum(x) == b.context_window + b.used - b.input_budget
+    lines = {sh["name"]: (sh["x0"], sh["x1"]) for sh in fig["layout"]["shapes"]}
+    assert lines == {"context window": (4096, 4096), "input budget": (3072, 3072)}
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["window 4,096", "input budget 3,072"]
+    assert fig["layout"]["xaxis"]["range"] == [0, b.context_window + b.used - b.input_budget]
+    # Which parts hold the tokens past the budget, said on hover.
+    over = fig["data"][-1]["hovertemplate"]
+    assert f"over the input budget by {b.used - b.input_budget:,} tokens" in over and "of last user" in over
+
+
+def test_a_policy_that_cannot_fit_counts_what_it_drops_once() -> None:
+    """A prompt shown whole (the policy cannot fit it): what it would drop is the hatched bar only,
+    not also in the history; the kept rest up to the budget, then the reserve, then the overflow."""
+    s = WorkbenchState(sample_sessions()["support_chat.json"], autosave=None, restore=False)
+    s.set_budget(context_window="300")
+    r = s.assemble()
+    ov = s.overflow
+    assert ov is not None and ov.refused and ov.full is r and ov.dropped_tokens
+    fig = budget_figure(r, ov)
+    x = {t["name"]: t["x"][0] for t in fig["data"]}
+    assert x["dropped (not sent)"] == ov.dropped_tokens and x["over the window"] == ov.over
+    assert x["history"] == 0                                   # every history message is dropped
+    inside = sum(v for k, v in x.items() if k not in ("reserve", "over the window", "dropped (not sent)"))
+    assert inside + ov.over == r.budget.used - ov.dropped_tokens and inside == r.budget.input_budget
+    assert sum(x.values()) == fig["layout"]["xaxis"]["range"][1]
+
+
 def test_cache_figure_has_a_line_per_provider() -> None:
     asm = Assembler(template="qwen2.5", cache=None)
     s = asm.session()

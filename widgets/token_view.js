@@ -69,7 +69,20 @@ function openChannel(info, on) {
 }
 
 // A segment the model will not see (`struck`): "dropped" by the truncation policy, or "over" the window.
-const STRUCK = { dropped: "dropped by truncation", over: "over the window: would not fit" };
+// A dropped one is in no prompt that is sent (`sent: false`): its start and end count its tokens, they
+// are no place in the prompt, so its label shows none. The summary slot's message (`summary`) is sent,
+// though no request holds it: the summary-slot policy put it in place of the dropped ones.
+const STRUCK = { dropped: "dropped by truncation · not sent", over: "over the window: would not fit" };
+const SUMMARY = "inserted by the summary-slot truncation policy in place of the dropped messages";
+
+function offsets(seg) {
+  return seg.sent === false ? "" : ` [${seg.start}:${seg.end}]`;
+}
+
+function segNotes(seg) {
+  return (seg.sent === false ? "" : ` · ${seg.source}`) + (seg.summary ? ` · ${SUMMARY}` : "") +
+    (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
+}
 
 function imageText(img, n) {
   // "image 640×400 · 322 tokens": an image segment's one line (its tokens are folded under it).
@@ -87,12 +100,10 @@ function segLabel(seg) {
   if (seg.kind === "folded") return "folded: what the truncation policy drops";
   if (seg.kind === "image" && seg.image) {
     return `${imageText(seg.image, seg.end - seg.start)}${seg.role ? " · " + seg.role : ""}` +
-      `${seg.seq !== null ? " · seq " + seg.seq : ""} · [${seg.start}:${seg.end}] · ${seg.source}` +
-      (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
+      `${seg.seq !== null ? " · seq " + seg.seq : ""}` + (seg.sent === false ? "" : ` ·${offsets(seg)}`) + segNotes(seg);
   }
   return `${seg.kind}${seg.role ? " · " + seg.role : ""}${seg.seq !== null ? " · seq " + seg.seq : ""}` +
-    ` · ${seg.end - seg.start} tokens [${seg.start}:${seg.end}] · ${seg.source}` +
-    (seg.struck ? ` · ${STRUCK[seg.struck] || seg.struck}` : "");
+    ` · ${seg.end - seg.start} tokens${offsets(seg)}${segNotes(seg)}`;
 }
 
 function tokenSpan(t, seg, showTokens) {
@@ -107,7 +118,35 @@ function tokenSpan(t, seg, showTokens) {
 
 function segClass(seg) {
   return `wb-seg wb-kind-${seg.kind}` + (seg.kind === "message" && seg.role ? ` wb-role-${seg.role}` : "") +
-    ` wb-src-${seg.source}` + (seg.struck ? ` wb-overflow wb-struck-${seg.struck}` : "");
+    ` wb-src-${seg.source}` + (seg.struck ? ` wb-overflow wb-struck-${seg.struck}` : "") +
+    (seg.summary ? " wb-summary" : "");
+}
+
+function tokenNodes(tokens, seg, showTokens) {
+  // One span per token; a run of byte tokens (`label`, <0xE2><0x98>) that together spell a character
+  // goes in a <ruby> with the character above it (<rt>), each token's bytes still shown. The run ends
+  // at the token that completes the character: the one with text (those before it have none).
+  const out = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    let j = i;
+    while (j < tokens.length && tokens[j].label !== undefined && !tokens[j].text) j++;
+    if (t.label === undefined || j === tokens.length || tokens[j].label === undefined) {
+      out.push(tokenSpan(t, seg, showTokens));
+      continue;
+    }
+    const ruby = document.createElement("ruby");
+    ruby.className = "wb-char";
+    for (let k = i; k <= j; k++) ruby.appendChild(tokenSpan(tokens[k], seg, showTokens));
+    const rt = document.createElement("rt");
+    const spelt = tokens[j].text.trim() || tokens[j].text;   // (" ☕": the space is the first token's)
+    rt.textContent = spelt;
+    ruby.title = `${spelt}: ${j - i + 1} tokens, its bytes split between them`;
+    ruby.appendChild(rt);
+    out.push(ruby);
+    i = j;
+  }
+  return out;
 }
 
 function spliced(old, seg, mid) {
@@ -149,7 +188,7 @@ function renderSegment(seg, tokens, showTokens, warnings, later) {
     chip.onclick = () => {
       toks.hidden = !toks.hidden;
       if (!toks.hidden && !toks.childNodes.length) {
-        if (tokens) for (const t of tokens) toks.appendChild(tokenSpan(t, seg, showTokens));
+        if (tokens) toks.append(...tokenNodes(tokens, seg, showTokens));
         else toks.textContent = seg.text;
       }
     };
@@ -162,8 +201,10 @@ function renderSegment(seg, tokens, showTokens, warnings, later) {
     body.textContent = "";
     if (!tokens || (!tokens.length && seg.text)) { body.textContent = seg.text; return; }   // a folded run: its line
     const shown = all ? tokens : tokens.slice(0, FOLD_TOKENS);
-    for (const t of shown) body.appendChild(tokenSpan(t, seg, showTokens));
-    div.wbSpans = shown.length === tokens.length;   // every token has its span: a change can be spliced in
+    const nodes = tokenNodes(shown, seg, showTokens);
+    body.append(...nodes);
+    // Every token has its span, one child of the body each: a change can be spliced in.
+    div.wbSpans = shown.length === tokens.length && nodes.length === shown.length;
     if (!all && tokens.length > FOLD_TOKENS) {
       const more = document.createElement("span");
       more.className = "wb-folded";
@@ -299,7 +340,9 @@ function render({ model, el }) {
         const old = segs[seg.from];
         const made = spliced(old, seg, mid);
         const body = old.node.lastChild;
-        if (old.node.wbSpans && !diagnostics && made.tokens.length <= FOLD_TOKENS && body.childNodes.length === old.tokens.length) {
+        // (A change with bytes of a character is drawn whole: they group under the character.)
+        if (old.node.wbSpans && !diagnostics && made.tokens.length <= FOLD_TOKENS && body.childNodes.length === old.tokens.length &&
+            !mid.some((t) => t.label !== undefined)) {
           for (let i = old.tokens.length - seg.tail - 1; i >= seg.head; i--) body.childNodes[i].remove();
           const at = body.childNodes[seg.head] || null;
           for (const t of mid) body.insertBefore(tokenSpan(t, made.seg, showTokens), at);

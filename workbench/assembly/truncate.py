@@ -78,7 +78,10 @@ class _Job:
         # Rewrite diagnostics wait for the final prompt: windows only need their counts.
         kept = p.kept(self.msgs, k)
         if slot is not None:
-            n_head = sum(1 for i in p.mandatory if i < (p.units[k][0] if k < len(p.units) else len(self.msgs)))
+            # The slot takes the dropped units' place: before the first unit kept, or, when every unit
+            # is dropped, right after the last of them (not after the last user message, which is kept).
+            end = p.units[k][0] if k < len(p.units) else p.units[-1][-1] + 1 if p.units else len(self.msgs)
+            n_head = sum(1 for i in p.mandatory if i < end)
             kept = (*kept[:n_head], slot, *kept[n_head:])
         b = exact(self.ctx, self.conv.with_messages(kept), self.add_generation_prompt, inspect=slot is not None)
         self.made.append(b)

@@ -12,10 +12,16 @@ Where each setting lives:
 - the truncation policy has no field in a session file (SPEC 7.1): like the template, it is a
   choice of the workbench, carried by the assembler and so by the export bundle.
 
-An over-budget prompt is shown, not refused: `mark` lays the whole prompt (every message, nothing
-dropped) out with each segment flagged "dropped" (a message the policy leaves out) or "over" (tokens
-past the input budget, the segment split at a token boundary where the budget falls), so the token
-view strikes through what the model will not see.
+An over-budget prompt is shown, not refused, in one of two layouts for the token view:
+- `interleave`, when the policy fits it: the prompt sent (the kept result's own segments, with its
+  own offsets, the summary slot's message flagged "summary"), with each message the policy dropped
+  (from the whole, untruncated prompt) flagged "dropped" at its place, struck through; a dropped
+  segment is in no prompt that is sent, so its offsets mean only its token count;
+- `mark`, with no policy or one that cannot fit it: the whole prompt (every message, nothing
+  dropped) with each segment flagged "dropped" (a message the policy would leave out) or "over"
+  (tokens past the input budget, the segment split at a token boundary where the budget falls).
+Either way the token view strikes through what the model will not see, and what it does see reads
+in order, unstruck.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..assembly.truncate import SLOT_SEQ
 from ..errors import BudgetSettingError
 from ..intake.responses import is_responses
-from ..segments import Segment, originals
+from ..segments import MESSAGE_KINDS, Segment, originals
 from ..truncation import NO_TRUNCATION, POLICIES, STRATEGIES, TruncationPolicy, plan
 
 if TYPE_CHECKING:
@@ -42,7 +49,11 @@ POLICY_LABELS = {"sliding": "sliding", "chunked": "chunked", "summary-slot": "su
                  NONE: "none: show all"}
 MAX_WINDOW = 100_000_000                       # past this, a typo (no model reads that many tokens)
 _NUMBER = re.compile(r"[+-]?\d[\d_,]*")
-DROPPED, OVER = "dropped", "over"
+# A segment's flag in a layout: "" (sent), SUMMARY (sent: the message the summary-slot policy puts in
+# place of those it drops, in no request), DROPPED (a message truncation leaves out: not sent), OVER
+# (past the input budget: would not fit). STRUCK: the flags of what the model does not see.
+SUMMARY, DROPPED, OVER = "summary", "dropped", "over"
+STRUCK = frozenset((DROPPED, OVER))
 
 
 def truncation_policy(name: str) -> TruncationPolicy:
@@ -152,10 +163,11 @@ def reserve_label(source: str) -> str:
 # --------------------------------------------------------------------------- the over-budget view
 @dataclass(frozen=True)
 class Overflow:
-    """The whole prompt, with what the model will not see flagged per segment."""
+    """A layout of what the token view shows, with what the model will not see flagged per segment
+    (see the module's doc: `interleave` or `mark`)."""
     full: "AssemblyResult"          # every message, nothing dropped
-    segments: tuple[Segment, ...]   # full's segments, the one the budget falls in split there
-    flags: tuple[str, ...]          # per segment: "" (seen), "dropped" (truncation leaves it out), "over"
+    segments: tuple[Segment, ...]   # the layout's segments, in view order
+    flags: tuple[str, ...]          # per segment: "" or "summary" (seen), "dropped", "over"
     policy: str
     input_budget: int
     refused: str = ""               # why the policy could not fit it ("" when it could, or none was asked)
@@ -163,11 +175,19 @@ class Overflow:
     @property
     def over(self) -> int:
         """Tokens past the input budget (struck through at the end of what is kept)."""
-        return sum(s.token_count for s, f in zip(self.segments, self.flags) if f == OVER)
+        return self._tokens(OVER)
 
     @property
     def dropped_tokens(self) -> int:
-        return sum(s.token_count for s, f in zip(self.segments, self.flags) if f == DROPPED)
+        return self._tokens(DROPPED)
+
+    @property
+    def summary_tokens(self) -> int:
+        """The summary slot's message: sent, in place of the dropped ones (0 when there is none)."""
+        return self._tokens(SUMMARY)
+
+    def _tokens(self, flag: str) -> int:
+        return sum(s.token_count for s, f in zip(self.segments, self.flags) if f == flag)
 
     @property
     def dropped_seqs(self) -> frozenset[int]:
@@ -178,12 +198,12 @@ class Overflow:
         return np.concatenate(parts) if parts else np.zeros(0, np.uint32)
 
     def kept_ids(self) -> np.ndarray:
-        """The messages the policy keeps, as laid out in the whole prompt (over the budget or not)."""
-        return self.ids("", OVER)
+        """The prompt the policy keeps, in view order (over the budget or not): what is sent."""
+        return self.ids("", SUMMARY, OVER)
 
     def seen_ids(self) -> np.ndarray:
         """What fits: the kept part up to the input budget."""
-        return self.ids("")
+        return self.ids("", SUMMARY)
 
     def note(self) -> str:
         """The token view's header line."""
@@ -195,13 +215,56 @@ class Overflow:
         if n:
             parts.append(f"{self.policy} truncation drops {n} message(s), {self.dropped_tokens:,} tokens: "
                          f"struck through, the model does not see them")
+        if self.summary_tokens:
+            parts.append(f"a summary message of {self.summary_tokens:,} tokens, inserted by the truncation "
+                         f"policy, is sent in their place")
         if self.refused:
             parts.append(self.refused)
         return " · ".join(parts)
 
     def header(self) -> dict[str, Any]:
         return {"note": self.note(), "over": self.over, "dropped": len(self.dropped_seqs),
-                "dropped_tokens": self.dropped_tokens}
+                "dropped_tokens": self.dropped_tokens, "summary_tokens": self.summary_tokens}
+
+
+def interleave(kept: "AssemblyResult", full: "AssemblyResult", *, policy: str) -> Overflow:
+    """The prompt sent, `kept` (its own segments and offsets; the summary slot's message, seq
+    SLOT_SEQ, flagged "summary"), with the segments of each message it dropped, taken from `full`
+    (the same request untruncated), flagged "dropped" at its place: before the first kept segment
+    of a later message, and before the summary slot that stands for them. The unflagged and
+    "summary" segments, in order, are exactly `kept`'s."""
+    gone = frozenset(d.seq for d in kept.dropped)
+    drops = [s for s in originals(full.segments) if s.kind in MESSAGE_KINDS and s.seq in gone]
+    drop_seqs = [s.seq or 0 for s in drops]     # (each is a message's: in `gone`, never None)
+    own = originals(kept.segments)
+    # Each kept segment's place among the request's messages: its own seq; the slot's, that of the
+    # first message kept after it (the dropped ones before it go first). None: not a message's.
+    anchor: list[int | None] = [None] * len(own)
+    after: int | None = None
+    for i in range(len(own) - 1, -1, -1):
+        seq = own[i].seq
+        if seq == SLOT_SEQ:
+            anchor[i] = after if after is not None else SLOT_SEQ    # (no message after: all go before it)
+        elif seq is not None:
+            anchor[i] = after = seq
+    segs: list[Segment] = []
+    flags: list[str] = []
+    d = 0
+    for s, at in zip(own, anchor):
+        while at is not None and d < len(drops) and (at == SLOT_SEQ or drop_seqs[d] < at):
+            segs.append(drops[d])
+            flags.append(DROPPED)
+            d += 1
+        segs.append(s)
+        flags.append(SUMMARY if s.seq == SLOT_SEQ else "")
+    # None kept after them (the policy always keeps the last user message, so not expected): before
+    # the trailing segments of no message (the generation prompt).
+    end = len(segs)
+    while end > 0 and segs[end - 1].seq is None:
+        end -= 1
+    segs[end:end] = drops[d:]
+    flags[end:end] = [DROPPED] * (len(drops) - d)
+    return Overflow(full, tuple(segs), tuple(flags), policy, kept.budget.input_budget)
 
 
 def mark(full: "AssemblyResult", tokenizer: "Tokenizer", *, dropped: Sequence[int], input_budget: int,
@@ -213,7 +276,7 @@ def mark(full: "AssemblyResult", tokenizer: "Tokenizer", *, dropped: Sequence[in
     flags: list[str] = []
     used = 0
     for s in originals(full.segments):
-        if s.kind == "message" and s.seq in gone:
+        if s.kind in MESSAGE_KINDS and s.seq in gone:
             segs.append(s)
             flags.append(DROPPED)
             continue

@@ -3,7 +3,10 @@
 - `budget_figure(result)`: one horizontal stacked bar, system / tools / history / last user /
   generation prompt / reserve / free, with what truncation dropped in the title; a prompt's image
   tokens (its `image` segments, `budget.by_kind["image"]`) as their own bar, taken out of the part
-  they belong to (history or last user) and said in that part's hover.
+  they belong to (history or last user) and said in that part's hover. Over budget, the prompt
+  stops at the input budget and the reserve fills the rest of the window; a line marks the window
+  (and the input budget), and the tokens that do not fit lie past it in red, beside what truncation
+  dropped (hatched).
 - `cache_figure(simulations)`: cached tokens per turn under each provider simulation, and the
   cumulative cost on a second axis.
 - `prefix_diff(prev, turn)`: the tokens around the first divergence between what the engine holds
@@ -16,6 +19,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ..budget import part_of
+from .budget_view import DROPPED
 
 if TYPE_CHECKING:
     from ..analysis import TurnAnalysis
@@ -31,31 +37,34 @@ PART_LABELS = {"system": "system", "tools": "tools", "history": "history", "last
 
 
 def budget_figure(result: "AssemblyResult", overflow: "Overflow | None" = None) -> dict[str, Any]:
-    """The bar; with `overflow` (budget_view.mark), the tokens past the input budget in red beyond
-    it, and what truncation dropped, hatched, after the window."""
-    fig = _budget_bar(result)
+    """The bar. Within the window: the prompt's parts up to the input budget, then the reserve up to
+    the window. Past it, marked by a line at the window (and one at the input budget): the prompt's
+    tokens that do not fit, in red (no truncation, or a policy that cannot fit it), and what
+    truncation dropped, hatched. With `overflow` (budget_view.py) a prompt shown whole by a policy
+    that cannot fit it counts what the policy would drop there, not in its parts."""
+    parts = dict(result.budget.parts)
+    images = image_parts(result)
+    dropped = 0
     if overflow is not None:
-        _mark_overflow(fig, result, overflow)
-    return fig
+        dropped = overflow.dropped_tokens
+        if overflow.full is result:        # the dropped messages are in `result`: out of its parts
+            _take_dropped(result, overflow, parts, images)
+    return _budget_bar(result, parts, images, dropped, overflow)
 
 
-def _mark_overflow(fig: dict[str, Any], result: "AssemblyResult", overflow: "Overflow") -> None:
-    b, layout = result.budget, fig["layout"]
-    end = b.context_window
-    if overflow.over:
-        # The red band starts at the input budget: the reserve's place, and beyond the window.
-        layout["shapes"] = [{"type": "rect", "xref": "x", "yref": "paper", "x0": b.input_budget,
-                             "x1": b.input_budget + overflow.over, "y0": 0, "y1": 1, "line": {"color": "#b42318"},
-                             "fillcolor": "rgba(180, 35, 24, 0.25)", "name": "over the window"}]
-        # (The title says "over budget by" already: the result shown is the whole prompt.)
-    if overflow.dropped_tokens:
-        fig["data"].append({"type": "bar", "orientation": "h", "name": "dropped (not sent)",
-                            "x": [overflow.dropped_tokens], "y": ["window"],
-                            "marker": {"color": "#ffebe9", "pattern": {"shape": "/", "fgcolor": "#b42318"}},
-                            "hovertemplate": f"dropped by truncation: {overflow.dropped_tokens:,} tokens, "
-                                             "not sent<extra></extra>"})
-    # Everything stacked (the prompt, the reserve, what was dropped) within the axis.
-    layout["xaxis"]["range"] = [0, max(end, sum(t["x"][0] for t in fig["data"]))]
+def _take_dropped(result: "AssemblyResult", overflow: "Overflow", parts: dict[str, int],
+                  images: dict[str, int]) -> None:
+    last_user = _last_user(result)
+    for seg, flag in zip(overflow.segments, overflow.flags):
+        if flag == DROPPED:
+            part = part_of(seg, last_user)
+            parts[part] -= seg.token_count
+            if seg.kind == "image":
+                images[part] -= seg.token_count
+
+
+def _last_user(result: "AssemblyResult") -> int | None:
+    return next((m.sequence for m in reversed(result.conversation.messages) if m.role == "user"), None)
 
 
 def image_parts(result: "AssemblyResult") -> dict[str, int]:
@@ -63,8 +72,7 @@ def image_parts(result: "AssemblyResult") -> dict[str, int]:
     counts them): {} when the prompt has no image segment."""
     if not result.budget.by_kind.get("image"):
         return {}
-    from ..budget import part_of
-    last_user = next((m.sequence for m in reversed(result.conversation.messages) if m.role == "user"), None)
+    last_user = _last_user(result)
     out: dict[str, int] = {}
     for seg in result.segments:
         if seg.kind == "image":
@@ -73,35 +81,91 @@ def image_parts(result: "AssemblyResult") -> dict[str, int]:
     return out
 
 
-def _budget_bar(result: "AssemblyResult") -> dict[str, Any]:
+def _budget_bar(result: "AssemblyResult", parts: dict[str, int], images: dict[str, int], dropped: int,
+                overflow: "Overflow | None") -> dict[str, Any]:
     b = result.budget
-    rows = b.breakdown()
-    images = image_parts(result)
-    traces = []
-    for k, v in rows.items():
-        n, img = int(v["tokens"]), images.get(k, 0)
+    cw, budget = b.context_window, b.input_budget
+    # The prompt's pieces in the bar's order (each part's text, its images after the last user's).
+    pieces: list[tuple[str, int, str]] = []          # (part, tokens, what its hover says)
+    for k, n in parts.items():
+        img = images.get(k, 0)
         said = f" ({n - img:,} text, {img:,} in images)" if img else ""
-        traces.append({"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [n - img], "y": ["window"],
-                       "marker": {"color": PART_COLOURS[k]},
-                       "hovertemplate": f"{PART_LABELS[k]}: {n:,} tokens ({v['share']:.1%}){said}<extra></extra>"})
-        if k == "last_user" and images:    # after the parts they come from, before the generation prompt
+        pieces.append((k, n - img, f"{PART_LABELS[k]}: {n:,} tokens ({n / cw:.1%}){said}"))
+        if k == "last_user" and any(images.values()):   # after the parts they come from, before the generation prompt
             total = sum(images.values())
-            traces.append({"type": "bar", "orientation": "h", "name": PART_LABELS["images"], "x": [total],
-                           "y": ["window"], "marker": {"color": PART_COLOURS["images"]},
-                           "hovertemplate": f"images: {total:,} tokens ({total / b.context_window:.1%}; "
-                                            f"{', '.join(f'{n:,} in {PART_LABELS[p]}' for p, n in images.items())})"
-                                            "<extra></extra>"})
-    title = f"{b.used:,} of {b.input_budget:,} input tokens (window {b.context_window:,}, reserve {b.reserve:,})"
-    if result.dropped:
-        title += f" · truncation dropped {len(result.dropped)} message(s)"
-    if b.free < 0:
-        title += f" · over budget by {-b.free:,}"
+            where = ", ".join(f"{n:,} in {PART_LABELS[p]}" for p, n in images.items() if n)
+            pieces.append(("images", total, f"images: {total:,} tokens ({total / cw:.1%}; {where})"))
+    used = sum(n for _, n, _ in pieces)
+    over = max(used - budget, 0)
+    # Within the window the prompt stops at the input budget (the reserve is the reply's, up to the
+    # window); what is past it is drawn past the window, where it would have to go.
+    traces: list[dict[str, Any]] = []
+    past: list[str] = []
+    room = budget
+    for k, n, hover in pieces:
+        inside = min(n, max(room, 0))
+        room -= n
+        if inside < n:
+            past.append(f"{n - inside:,} of {PART_LABELS[k]}")
+            hover += f" · {n - inside:,} of them past the input budget: drawn past the window"
+        traces.append({"type": "bar", "orientation": "h", "name": PART_LABELS[k], "x": [inside], "y": ["window"],
+                       "marker": {"color": PART_COLOURS[k]}, "hovertemplate": f"{hover}<extra></extra>"})
+    traces.append(_plain("reserve", b.reserve, cw))
+    if not over:
+        traces.append(_plain("free", budget - used, cw))
+    else:
+        traces.append({"type": "bar", "orientation": "h", "name": "over the window", "x": [over], "y": ["window"],
+                       "marker": {"color": "#ffebe9", "line": {"color": "#b42318", "width": 1},
+                                  "pattern": {"shape": "x", "fgcolor": "#b42318"}},
+                       "hovertemplate": f"over the input budget by {over:,} tokens ({', '.join(past)}): "
+                                        "the prompt does not fit the window<extra></extra>"})
+    if dropped:
+        traces.append({"type": "bar", "orientation": "h", "name": "dropped (not sent)", "x": [dropped],
+                       "y": ["window"], "marker": {"color": "#ffebe9", "pattern": {"shape": "/", "fgcolor": "#b42318"}},
+                       "hovertemplate": f"dropped by truncation: {dropped:,} tokens, not sent<extra></extra>"})
+    title = f"{used:,} of {budget:,} input tokens (window {cw:,}, reserve {b.reserve:,})"
+    n_dropped = len(result.dropped) or (len(overflow.dropped_seqs) if overflow is not None else 0)
+    if n_dropped:
+        title += f" · truncation dropped {n_dropped} message(s)"
+    if over:
+        title += f" · over budget by {over:,}"
     # The legend sits between the title and the bar: below it, Plotly's horizontal legend covered
     # the axis labels and title.
-    return {"data": traces, "layout": {"barmode": "stack", "title": {"text": title, "y": 0.96, "yanchor": "top"},
-                                       "height": 190, "margin": {"l": 60, "r": 20, "t": 80, "b": 45},
-                                       "xaxis": {"range": [0, b.context_window], "title": {"text": "tokens"}},
-                                       "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}}}
+    layout: dict[str, Any] = {"barmode": "stack", "title": {"text": title, "y": 0.96, "yanchor": "top"},
+                              "height": 190, "margin": {"l": 60, "r": 20, "t": 80, "b": 45},
+                              "xaxis": {"range": [0, cw + over + dropped], "title": {"text": "tokens"}},
+                              "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}}
+    if over or dropped:
+        layout["shapes"], layout["annotations"] = _marks(cw, budget, over)
+    return {"data": traces, "layout": layout}
+
+
+def _plain(key: str, n: int, cw: int) -> dict[str, Any]:
+    return {"type": "bar", "orientation": "h", "name": PART_LABELS[key], "x": [n], "y": ["window"],
+            "marker": {"color": PART_COLOURS[key]},
+            "hovertemplate": f"{PART_LABELS[key]}: {n:,} tokens ({n / cw:.1%})<extra></extra>"}
+
+
+def _marks(cw: int, budget: int, over: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A line at the window (what lies past it is not in the model's window), and with an overflow
+    one at the input budget, where the reserve begins; each named above the bar."""
+    def line(x: int, name: str, dash: str) -> dict[str, Any]:
+        return {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1, "name": name,
+                "line": {"color": "#b42318", "width": 2, "dash": dash}}
+
+    def label(x: int, text: str, anchor: str) -> dict[str, Any]:
+        # Inside the plot, at the top of its line, on a light box: outside it the legend (above) and
+        # the tick labels (below) sit.
+        return {"x": x, "xref": "x", "y": 1, "yref": "paper", "yanchor": "top", "xanchor": anchor,
+                "text": text, "showarrow": False, "font": {"size": 10, "color": "#b42318"},
+                "bgcolor": "rgba(255, 255, 255, 0.85)"}
+
+    shapes = [line(cw, "context window", "solid")]
+    notes = [label(cw, f"window {cw:,}", "left")]
+    if over:
+        shapes.append(line(budget, "input budget", "dot"))
+        notes.append(label(budget, f"input budget {budget:,}", "right"))
+    return shapes, notes
 
 
 PROVIDER_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#57606a")

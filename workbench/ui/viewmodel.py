@@ -14,7 +14,8 @@ the text and the tokens are those between. An image segment (kind `image`, a vis
 tokens) carries `image`: its entry in the result's `images()` (size, tokens, where it came from,
 digest), so the page shows it as one block rather than hundreds of placeholder tokens; it always
 travels whole. `labels` names, by index among a segment's tokens sent,
-those that hold part of a character (an emoji split in two) as their bytes, `<0xF0><0x9F>`.
+those that hold part of a character (an emoji split in two) as their bytes, `<0xF0><0x9F>` (the page
+shows each run of them under the character they spell together).
 Ends are in UTF-16 units (the page's strings count a character past U+FFFF as two). No UI library is imported here.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..difference import first_difference
 from ..segments import Segment, originals
-from .budget_view import DROPPED
+from .budget_view import DROPPED, STRUCK, SUMMARY
 
 if TYPE_CHECKING:
     from ..assembly.result import AssemblyResult
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .budget_view import Overflow
 
 SegmentKey = tuple[str, "str | None", "int | None", str, int]
-ViewKey = tuple[SegmentKey, str]          # a segment and its flag ("", "dropped", "over")
+ViewKey = tuple[SegmentKey, str]          # a segment and its flag ("", "summary", "dropped", "over")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,10 @@ def fold_dropped(segs: list[Segment], flags: list[str], policy: str) -> tuple[li
             shown += segs[k].token_count
         folded = segs[i:k]
         if sum(s.token_count for s in folded) + shown > FOLD_MIN_TOKENS and folded:
-            out_s.append(_fold_line(folded, policy))
+            # It sits, holding no token, where the prompt shown goes on: after the last segment not
+            # dropped (dropped ones have no place in the prompt sent).
+            at = next((s.end for s, f in zip(reversed(out_s), reversed(out_f)) if f != DROPPED), 0)
+            out_s.append(_fold_line(folded, policy, at))
             out_f.append("")
             out_s.extend(segs[k:j])
             out_f.extend(flags[k:j])
@@ -107,13 +111,13 @@ def fold_dropped(segs: list[Segment], flags: list[str], policy: str) -> tuple[li
     return out_s, out_f
 
 
-def _fold_line(folded: list[Segment], policy: str) -> Segment:
+def _fold_line(folded: list[Segment], policy: str, at: int) -> Segment:
     messages = len({s.seq for s in folded if s.seq is not None})
     tokens = sum(s.token_count for s in folded)
     first = folded[0]
-    text = (f"⋯ {messages:,} earlier message(s), {tokens:,} tokens [{first.start}:{folded[-1].end}], dropped by the "
-            f"{policy} truncation policy: folded here (the budget bar counts them) ⋯")
-    return Segment("folded", None, None, text, np.zeros(0, np.uint32), first.start, first.start,
+    text = (f"⋯ {messages:,} earlier message(s), {tokens:,} tokens, dropped by the {policy} truncation policy, "
+            f"not sent: folded here (the budget bar counts them) ⋯")
+    return Segment("folded", None, None, text, np.zeros(0, np.uint32), at, at,
                    first.char_start, first.char_start, first.source)
 
 
@@ -136,28 +140,40 @@ class TokenViewModel:
         self.sent, self._segs = [], []
 
     def update(self, result: "AssemblyResult", overflow: "Overflow | None" = None) -> Patch:
-        """The patch to `result`; with `overflow`, to the whole prompt it lays out instead, each
-        segment the model will not see flagged (`struck`: "dropped" or "over")."""
+        """The patch to `result`; with `overflow`, to the layout it makes instead (budget_view.py),
+        each segment the model will not see flagged (`struck`: "dropped" or "over"; a dropped one is
+        in no prompt sent, `sent: false`: its start and end give its token count, not a place), the
+        summary slot's message `summary: true`."""
         segs = list(overflow.segments) if overflow is not None else originals(result.segments)
         flags = list(overflow.flags) if overflow is not None else [""] * len(segs)
-        n_segments = len(segs)
+        # The header counts the segments of the prompt sent, not of the layout that also shows what
+        # truncation left out (222 of them, against 92 sent, once read as the prompt's).
+        n_segments = len(segs) if overflow is None else len(originals(result.segments))
         if overflow is not None:
             segs, flags = fold_dropped(segs, flags, overflow.policy)
-        struck = {id(s): f for s, f in zip(segs, flags) if f}
+        flag_of = {id(s): f for s, f in zip(segs, flags) if f}
         keys = [(self._key_of(s), f) for s, f in zip(segs, flags)]
         keep = first_difference(self.sent, keys)
         runs, fresh = self._runs(keys, segs, keep)
         metas, ids, ends = [], [], []
-        images: dict[Any, dict[str, Any]] | None = None
+        images: dict[int, dict[Any, dict[str, Any]]] = {}
         for s, old in zip(fresh, self._replaced(runs, keep, len(fresh))):
             meta: dict[str, Any] = {"kind": s.kind, "role": s.role, "seq": s.seq, "text": s.text, "start": s.start,
                                     "end": s.end, "source": s.source}
-            if id(s) in struck:
-                meta["struck"] = struck[id(s)]
+            flag = flag_of.get(id(s), "")
+            if flag in STRUCK:
+                meta["struck"] = flag
+            if flag == DROPPED or s.kind == "folded":    # (a fold line stands for dropped ones)
+                meta["sent"] = False
+            elif flag == SUMMARY:
+                meta["summary"] = True
             if s.kind == "image":
-                if images is None:    # only when a new segment is an image: a keystroke elsewhere pays nothing
-                    images = image_index(overflow.full if overflow is not None else result)
-                meta["image"] = image_meta(s, images)
+                # Its entry in the prompt it is in: a dropped one's in the whole prompt, others' in the
+                # one shown. Indexed only when a new segment is an image: a keystroke elsewhere pays nothing.
+                of = overflow.full if overflow is not None and flag == DROPPED else result
+                if id(of) not in images:
+                    images[id(of)] = image_index(of)
+                meta["image"] = image_meta(s, images[id(of)])
                 old = None            # shown as one block: never sent as a change of its tokens
             s_ids, s_ends = np.asarray(s.token_ids, dtype="<u4"), self._token_ends(s)
             change = self._change(self._segs[old], s, s_ids, s_ends) if old is not None else None
