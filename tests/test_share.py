@@ -145,6 +145,14 @@ def good() -> dict:
     (pack(json.dumps({**good(), "custom_template": "x" * 1_000_001}).encode()), "custom_template is"),
     (pack(json.dumps({**good(), "policy": "drop-everything"}).encode()), "unknown truncation policy"),
     (pack(json.dumps({**good(), "policy": 3}).encode()), "policy is text"),
+    # Template arguments: checked as --template-arg checks them, before anything is opened.
+    (pack(json.dumps({**good(), "template_args": ["enable_thinking"]}).encode()),
+     "shared state's template arguments: expected a mapping"),
+    (pack(json.dumps({**good(), "template_args": {"../x": 1}}).encode()), "template argument '../x': not a name"),
+    (pack(json.dumps({**good(), "template_args": {"messages": []}}).encode()), "the renderer sets 'messages'"),
+    (pack(json.dumps({**good(), "template_args": {"x": "y" * 10_001}}).encode()), "over 10,000"),
+    (pack(json.dumps({**good(), "template_args": {f"a{i}": i for i in range(33)}}).encode()), "33 of them, over 32"),
+    (pack(json.dumps({**good(), "template_args": {"x": [10 ** 101]}}).encode()), "integer"),
 ])
 def test_hostile_strings_are_refused_at_their_step(text: str, says: str) -> None:
     with pytest.raises(ShareError, match=says):
@@ -242,7 +250,8 @@ def test_a_hostile_custom_template_in_a_link_is_stopped_by_the_sandbox(tmp_path:
     text = encode(SharedState(session=good()["session"], custom_template=evil))
     app = WorkbenchApp(autosave=Autosave(tmp_path / "home"), files=files, share=text)
     assert app.state.custom_source == evil and app.custom.value == evil
-    assert app.alert.visible and "template" in app.alert.object.lower()
+    # Said beside the custom template's box, where it came from.
+    assert app.custom_alert.visible and "template" in app.custom_alert.object.lower()
     assert app.state.result is None                      # nothing rendered from it
     app.custom.value = ""                                # the page goes on: clear it and the prompt shows
-    assert not app.alert.visible and app.state.result is not None
+    assert not app.custom_alert.visible and app.state.result is not None

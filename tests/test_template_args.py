@@ -1,6 +1,8 @@
 """Template arguments (issue 33, item 5): `--template-arg KEY=VALUE` on the commands that render,
 checked against the official template rendered by transformers with the same keyword argument; an
-argument is part of the cache key; what the shipped templates read is listed from their source."""
+argument is part of the cache key; what the shipped templates read is listed from their source;
+`analyze --aggregate` renders every logged request with the arguments, in this process and on Ray's
+workers, to the token totals the single renders give."""
 
 from __future__ import annotations
 
@@ -106,3 +108,66 @@ def test_the_arguments_each_shipped_template_reads() -> None:
     assert all(not v for k, v in got.items() if k not in ("qwen3", "gpt-oss", "llama3.1", "qwen2.5-vl"))
     with pytest.raises(TemplateError, match="does not parse"):
         template_arguments("{% if %}")
+
+
+# ------------------------------------------------------------------------------ analyze --aggregate
+QUESTIONS = ["Capital of France?", "And of Spain?", "And of Italy?"]
+ANSWERS = ["Paris.", "Madrid.", "Rome."]
+
+
+def log_requests() -> list[dict]:
+    """Two conversations of three turns each, every turn's request as sent (the history grows)."""
+    out = []
+    for system in ("You are terse.", "You answer in one word."):
+        msgs: list[dict] = [{"role": "system", "content": system}]
+        for q, a in zip(QUESTIONS, ANSWERS):
+            msgs.append({"role": "user", "content": q})
+            out.append({"messages": list(msgs)})
+            msgs.append({"role": "assistant", "content": a})
+    return out
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    p = tmp_path_factory.mktemp("targs-log") / "calls.jsonl"
+    lines = [json.dumps({"conversation_id": f"c{k // 3}", "timestamp": f"2026-03-01T10:0{k}:00Z", "request": r})
+             for k, r in enumerate(log_requests())]
+    p.write_text("\n".join(lines) + "\n", "utf-8")
+    return p
+
+
+def single_renders(kwargs: dict) -> int:
+    """The tokens of every logged request rendered on its own, as `render --template-arg` renders it."""
+    from workbench import Assembler
+    asm = Assembler(template="qwen3", cache=None, **({"template_kwargs": kwargs} if kwargs else {}))
+    return sum(len(asm.assemble(r).token_ids) for r in log_requests())
+
+
+def test_aggregate_totals_move_with_an_argument_as_single_renders_do(log: Path) -> None:
+    from workbench.analysis.aggregate import aggregate
+    got = {v: aggregate([str(log)], template="qwen3", template_args={"enable_thinking": v}).to_json()
+           for v in (False, True)}
+    plain = aggregate([str(log)], template="qwen3").to_json()
+    for v in (False, True):
+        assert got[v]["turns"] == 6 and got[v]["tokens"] == single_renders({"enable_thinking": v})
+    assert plain["tokens"] == single_renders({})
+    assert got[False]["tokens"] != got[True]["tokens"]
+    # The CLI: the same figure, and a key the default template does not read is named.
+    out = cli("analyze", str(log), "--aggregate", "--template", "qwen3", "--template-arg", "enable_thinking=false",
+              "--template-arg", "enable_thinkin=1", "--json", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["tokens"] == got[False]["tokens"]   # the unread key changes nothing
+    assert "template_arg_unused" in out.stderr and "'enable_thinkin'" in out.stderr
+    bad = cli("analyze", str(log), "--aggregate", "--template-arg", "tools=[]", "--no-progress")
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and "the renderer sets" in bad.stderr
+
+
+def test_aggregate_on_ray_carries_the_argument_to_its_workers(log: Path) -> None:
+    pytest.importorskip("ray", reason="the ray extra (installed with the test extra)")
+    from workbench.analysis.aggregate import aggregate
+    kw = {"enable_thinking": False}
+    here = aggregate([str(log)], template="qwen3", template_args=kw).to_json()
+    there = aggregate([str(log)], ray=True, template="qwen3", template_args=kw).to_json()
+    assert there["runner"]["mode"] == "ray"
+    assert {k: v for k, v in there.items() if k != "runner"} == {k: v for k, v in here.items() if k != "runner"}
+    assert there["tokens"] == single_renders(kw) != single_renders({})

@@ -2,10 +2,11 @@
 
 The string carries content, never paths: the session file's JSON object, the template's name (a
 shipped one) or a custom template's source, the tokenizer's name, the truncation policy, the
-selected turn and, when one is chosen, the catalog model's id (absent otherwise, so a state without
+selected turn, when one is chosen, the catalog model's id (absent otherwise, so a state without
 a model is the same string as before models; a name the catalog does not hold is not refused here:
-the page opens the rest and says so). It is `base64url(zlib(JSON))`, without padding. Reading one
-is hostile input by default, so every step is bounded before the next one runs:
+the page opens the rest and says so) and, when any is set, the chat template's arguments (absent
+otherwise too). It is `base64url(zlib(JSON))`, without padding. Reading one is hostile input by
+default, so every step is bounded before the next one runs:
 
 1. the string's length (`max_chars`; a link defaults to what a browser and the app's server carry),
    and its alphabet (base64url only);
@@ -14,12 +15,16 @@ is hostile input by default, so every step is bounded before the next one runs:
 3. the JSON, through `strict_json` (depth, huge integers, NaN, lone surrogates);
 4. the shape: the keys below and no others, each of its type and size; the template a known name;
    the tokenizer a known name or "auto"; the policy a known one; the session checked as a loaded session file is
-   (`sessions.parse_session`), the turn one it has.
+   (`sessions.parse_session`), the turn one it has; the template arguments an object of at most
+   MAX_ARGUMENTS, each checked as `--template-arg` checks one (templates/arguments.py).
 
 What the string holds is never trusted further than an uploaded session file: the session's text
 goes through the same assembly (special tokens in it are escaped or reported as for any request),
-and a custom template renders in the isolated worker the app uses for a typed-in template. Any
-failure is a `ShareError` naming the step; nothing here touches the disk.
+and a custom template renders in the isolated worker the app uses for a typed-in template. A
+template argument is the sender's text too, rendered by the template where it likes (not where
+request text goes, so the injection guard does not see it): when the link is opened
+(`ui/sharing.py`), arguments holding a control-token string of the tokenizer are not applied, and
+the page says so. Any failure here is a `ShareError` naming the step; nothing here touches the disk.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ import binascii
 import json
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import strict_json
-from .errors import SessionFileError, ShareError
+from .errors import SessionFileError, ShareError, TemplateError
 from .sessions import parse_session
 from .templates import DEFAULT_TEMPLATE, shipped_names
+from .templates.arguments import template_kwargs
 from .tokenizers import names as tokenizer_names
 from .truncation import POLICIES, TruncationPolicy
 
@@ -47,7 +53,8 @@ MAX_CELL_CHARS = 16 * 1024 * 1024          # a notebook cell has no such limit; 
 MAX_JSON_BYTES = 32 * 1024 * 1024          # decompressed: a zip bomb stops here
 MAX_NAME_CHARS = 100
 MAX_TEMPLATE_CHARS = 1_000_000             # the app's template box holds as much
-KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn", "policy", "model"})
+KEYS = frozenset({"v", "session", "name", "template", "tokenizer", "custom_template", "turn", "policy", "model",
+                  "template_args"})
 MAX_MODEL_CHARS = 200                      # a catalog model's name; looked up when opened, never a path
 DEFAULT_POLICY = TruncationPolicy().strategy
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
@@ -65,6 +72,7 @@ class SharedState:
     turn: int | None = None                # None: the last turn
     policy: str = DEFAULT_POLICY           # the truncation policy (truncation.POLICIES)
     model: str = ""                        # a catalog model's id ("" none); an unknown one is said when opened
+    template_args: dict[str, Any] = field(default_factory=dict)   # the chat template's arguments ({} none)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "session": self.session, "name": self.name, "template": self.template,
@@ -77,6 +85,8 @@ class SharedState:
             out["policy"] = self.policy
         if self.model:
             out["model"] = self.model      # absent when none: a link made before models reads the same
+        if self.template_args:
+            out["template_args"] = self.template_args   # absent when none, as the model
         return out
 
 
@@ -157,9 +167,20 @@ def from_json(data: Any) -> SharedState:
                         tokenizer=_text(data, "tokenizer", AUTO, 100),
                         custom_template=_text(data, "custom_template", "", MAX_TEMPLATE_CHARS),
                         turn=turn, policy=_text(data, "policy", DEFAULT_POLICY, 100),
-                        model=_text(data, "model", "", MAX_MODEL_CHARS))
+                        model=_text(data, "model", "", MAX_MODEL_CHARS),
+                        template_args=_arguments(data.get("template_args", {})))
     check(state)
     return state
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    """The link's template arguments, checked as `--template-arg` checks them (names, plain JSON
+    values, sizes, how many)."""
+    try:
+        return template_kwargs(value, where="template argument")
+    except TemplateError as exc:
+        raise ShareError(f"the shared state's {exc.message.removeprefix('template: ')}",
+                         hint=exc.hint) from None
 
 
 def _text(data: dict[str, Any], key: str, default: str, limit: int) -> str:
@@ -184,6 +205,7 @@ def check(state: SharedState) -> None:
                          hint=f"one of {', '.join(POLICIES)}")
     if not isinstance(state.session, dict):
         raise ShareError("the shared state's session is a JSON object (a session file)")
+    _arguments(state.template_args)
     try:
         turns = len(parse_session(state.session).turns)
     except SessionFileError as exc:

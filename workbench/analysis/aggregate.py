@@ -1,6 +1,6 @@
 """`analyze LOGS... --aggregate`: production request logs analysed at scale (docs/logs.md).
 
-    aggregate(paths, ray=None | True | "ADDRESS", template=..., tokenizer=...) -> AggregateReport
+    aggregate(paths, ray=None | True | "ADDRESS", template=..., tokenizer=..., template_args=...) -> AggregateReport
 
 Logs are indexed in one streaming pass (logs.py), cut into batches of whole sessions, and each
 batch is analysed by the same pure per-session function (session_report.py), in this process or
@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..templates.arguments import canonical, template_kwargs
 from .logs import LogIndex, index_logs
 from .provider_params import MILLION, ProviderParams
 from .session_report import Assemblers, Options
@@ -107,11 +108,14 @@ def _top(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
 # ------------------------------------------------------------------ running it
 def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None = None, template: str | None = None,
               tokenizer: str | None = None, progress: bool = False, strict: bool = False,
-              provider: str | None = None, calls: bool = False) -> AggregateReport:
+              provider: str | None = None, calls: bool = False,
+              template_args: Mapping[str, Any] | None = None) -> AggregateReport:
     """Index the logs, analyse every session (here, or on Ray: `ray=True` starts local Ray, a
     string names a cluster's address), and report per cause code. `provider`: the provider of the
-    lines that name none, for reconciliation; `calls`: keep every reconciled call (`call_rows()`)."""
+    lines that name none, for reconciliation; `calls`: keep every reconciled call (`call_rows()`);
+    `template_args`: chat template arguments for every request (checked as `--template-arg` is)."""
     started = time.perf_counter()
+    kwargs = template_kwargs(template_args or {}, where="--template-arg")
     if provider is not None:
         from .reconcile import provider_params
         known = provider_params(provider)
@@ -120,7 +124,7 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
             raise UnknownProviderError(known.removeprefix("provider: "),
                                        hint=f"use a preset name ({', '.join(ProviderParams.presets())}) or "
                                             "workbench-engine")
-    options = Options(template, tokenizer, provider, calls)
+    options = Options(template, tokenizer, provider, calls, canonical(kwargs) if kwargs else "")
     # The default template and tokenizer load here first: a wrong name is one error before any work.
     Assemblers(options).get(options.default_template)
     names = [os.fspath(p) for p in paths]

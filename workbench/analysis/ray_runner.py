@@ -53,7 +53,7 @@ class BatchWorker:
     """A Ray Data actor: loads templates and tokenizers once, then analyses batch after batch."""
 
     def __init__(self, options: Options, paths: Sequence[str], names: Sequence[str]):
-        self.assemblers = Assemblers(options)
+        self.assemblers = Assemblers(options)          # with the options' template arguments
         self.assemblers.get(options.default_template)
         self.paths, self.names = list(paths), list(names)
 

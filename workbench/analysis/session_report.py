@@ -16,8 +16,10 @@ the engine (another model) holds nothing of this prompt: all it held is lost.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,10 +52,18 @@ class Options:
     tokenizer: str | None = None      # None: each template's natural tokenizer
     provider: str | None = None       # reconciliation: the provider of lines that name none (--provider)
     calls: bool = False               # keep every reconciled call (--reconcile-calls), not only the counts
+    # --template-arg, as canonical JSON ("" none: hashable, and it travels to Ray's actors as it is):
+    # every logged request renders with them, whatever template its line names (as a server passes
+    # chat_template_kwargs).
+    template_args: str = ""
 
     @property
     def default_template(self) -> str:
         return self.template or DEFAULT_TEMPLATE
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        return json.loads(self.template_args) if self.template_args else {}
 
 
 class Assemblers:
@@ -69,8 +79,10 @@ class Assemblers:
         if asm is None:
             # A template file or folder (from --template) renders in its own process, as every command does.
             limits = RenderLimits() if template in SHIPPED else RenderLimits(isolate=True)
+            kwargs = self.options.template_kwargs
             asm = self._by[template] = Assembler(template=template, tokenizer=self.options.tokenizer, cache=None,
-                                                 render_limits=limits)
+                                                 render_limits=limits,
+                                                 **({"template_kwargs": kwargs} if kwargs else {}))
         return asm
 
 

@@ -9,12 +9,16 @@ import sys
 from typing import Any
 
 from ..errors import WorkbenchError
+from ..templates import DEFAULT_TEMPLATE, get_template
+from ..templates.arguments import template_arguments
+from .options import template_args
 from .output import print_json
 
 # Options of the single-session analysis that the aggregate does not take (it renders every
-# session with its template's own settings).
+# session with its template's own settings; `--template-arg` is the exception: the arguments a
+# server passes every request, given once for all of them).
 _REFUSED = (("--fix", "fix"), ("--projection", "projection"), ("--prefill", "prefill"), ("--vars", "vars"),
-            ("--context-window", "context_window"), ("--reserve", "reserve"), ("--template-arg", "template_args"))
+            ("--context-window", "context_window"), ("--reserve", "reserve"))
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -23,10 +27,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             raise WorkbenchError(f"{flag} does not go with --aggregate",
                                  hint="--aggregate renders each logged request with its template's own settings")
     from ..analysis.aggregate import aggregate
+    kwargs = template_args(getattr(args, "template_args", None))
+    if kwargs:
+        unused_arguments(args.template or DEFAULT_TEMPLATE, kwargs)
     calls = getattr(args, "reconcile_calls", None)
     report = aggregate(args.session, ray=args.ray, template=args.template, tokenizer=args.tokenizer,
                        progress=not args.no_progress, strict=args.strict, provider=getattr(args, "provider", None),
-                       calls=calls is not None)
+                       calls=calls is not None, template_args=kwargs)
     data = report.to_json()
     if calls is not None:
         write_calls(calls, report.call_rows())
@@ -35,6 +42,15 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     else:
         write_table(data)
     return 0
+
+
+def unused_arguments(template: str, kwargs: dict[str, Any]) -> None:
+    """The `template_arg_unused` warning of the other commands, for the default template (the one
+    the lines that name none render with; a line naming another gets the arguments too)."""
+    read = template_arguments(get_template(template).source)
+    for key in sorted(set(kwargs) - set(read)):
+        print(f"warning: template_arg_unused: the template {template!r} does not read {key!r} "
+              f"(it reads: {', '.join(read) or 'no arguments'})", file=sys.stderr)
 
 
 def write_calls(path: str, rows: list[dict[str, Any]]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import threading
 import time
 import traceback
@@ -34,6 +35,7 @@ from ..difference import first_difference
 from ..errors import Cancelled, WorkbenchError
 from ..segments import Segment
 from ..templates import RenderLimits, from_source, get_template
+from ..templates.arguments import canonical
 from .document import SessionDocument
 from .state import AUTO, WorkbenchState
 
@@ -54,6 +56,7 @@ class Side:
     version: str = "edited"          # which version of the session `doc` is (for the labels)
     doc_key: Any = None              # equal keys: the same document contents (reuse of cache figures)
     model: str | None = None         # the live state's catalog model (its window and image rule), both sides
+    args: str = ""                   # the live state's template arguments, canonical JSON ("" none), both sides
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,10 @@ def assembler_for(side: Side, context_window: int | None = None) -> Assembler:
     """The side's assembler, as the live state builds it: a custom source is unreviewed text, so it
     renders in a worker process, and counts with the chosen tokenizer or the named template's."""
     tok = None if side.tokenizer == AUTO else side.tokenizer
-    model = {"model": side.model} if side.model else {}     # its window (unless the file has one) and image rule
+    # The model: its window (unless the file has one) and image rule.
+    model: dict[str, Any] = {"model": side.model} if side.model else {}
+    if side.args:
+        model["template_kwargs"] = json.loads(side.args)
     if side.custom.strip():
         return Assembler(template=from_source(side.custom, "custom"),
                          tokenizer=tok or get_template(side.template).tokenizer, context_window=context_window,
@@ -291,12 +297,12 @@ class CacheFigures:
     same as last time keep their result (an edit re-assembles from the first turn it touched)."""
 
     def __init__(self) -> None:
-        self._held: dict[tuple[str, str, str, int | None, str, str | None], _Turns] = {}
+        self._held: dict[tuple[str, str, str, int | None, str, str | None, str], _Turns] = {}
 
     def simulations(self, side: Side, check: Callable[[], None] | None = None,
                     progress: Callable[[str, int, int], None] | None = None,
                     providers: tuple[str, ...] = PROVIDERS) -> tuple[Simulation, ...]:
-        key = (side.template, side.tokenizer, side.custom, _window(side.doc), side.version, side.model)
+        key = (side.template, side.tokenizer, side.custom, _window(side.doc), side.version, side.model, side.args)
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = _Turns(assembler_for(side, key[3]))
@@ -398,14 +404,15 @@ def sides(state: WorkbenchState, choice: Choice) -> tuple[Side, Side]:
     with `choice` applied. Raises WorkbenchError for a version that does not exist."""
     doc = state.doc
     model = state.model.id if state.model is not None else None
+    args = canonical(state.template_args) if state.template_args else ""
     a = Side(f"A: {_settings(state.template, state.tokenizer, state.custom_source)} · edited", doc, state.template,
-             state.tokenizer, state.custom_source, "edited", ("live", state.generation), model)
+             state.tokenizer, state.custom_source, "edited", ("live", state.generation), model, args)
     if choice.kind == "template":
         return a, Side(f"B: {_settings(choice.value, state.tokenizer, '')} · edited", doc, choice.value,
-                       state.tokenizer, "", "edited", a.doc_key, model)
+                       state.tokenizer, "", "edited", a.doc_key, model, args)
     if choice.kind == "tokenizer":
         return a, Side(f"B: {_settings(state.template, choice.value, state.custom_source)} · edited", doc,
-                       state.template, choice.value, state.custom_source, "edited", a.doc_key, model)
+                       state.template, choice.value, state.custom_source, "edited", a.doc_key, model, args)
     pinned = choice.pinned_for(state)
     if choice.value == PINNED and pinned is not None:
         other, version = pinned, f"pinned at {time.strftime('%H:%M:%S', time.localtime(choice.pinned_at))}"
@@ -415,7 +422,7 @@ def sides(state: WorkbenchState, choice: Choice) -> tuple[Side, Side]:
         raise WorkbenchError("no other version to compare with",
                              hint="save the session, or pin this version first (Pin)")
     return a, Side(f"B: {_settings(state.template, state.tokenizer, state.custom_source)} · {version}", other,
-                   state.template, state.tokenizer, state.custom_source, version, ("doc", id(other)), model)
+                   state.template, state.tokenizer, state.custom_source, version, ("doc", id(other)), model, args)
 
 
 def _settings(template: str, tokenizer: str, custom: str) -> str:

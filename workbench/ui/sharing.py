@@ -3,22 +3,31 @@ are in `workbench/share.py`).
 
 `shared_state(state)` is what a link or a notebook cell carries: the session's JSON object as it is
 being edited (its tools, variables, context window and reserve with it), its name as a label, the
-catalog model (when one is chosen), the template or custom template, the tokenizer, the truncation
-policy and the selected turn. `apply_shared(state, shared)` puts a decoded one into a
-`WorkbenchState`: a new document with no path (the link carries content, never a file to read), the
-choices, the turn. A model name the catalog does not hold opens the rest of the state without a
-model, its error (with the closest names) kept in `state.model_error` for the page to show. A custom template
-from a link renders where a typed one does: in the isolated worker process
-(`WorkbenchState.assembler`).
+catalog model (when one is chosen), the template or custom template, its arguments (when any is
+set), the tokenizer, the truncation policy and the selected turn. `apply_shared(state, shared)` puts
+a decoded one into a `WorkbenchState`: a new document with no path (the link carries content, never
+a file to read), the choices, the turn. A model name the catalog does not hold opens the rest of the
+state without a model, its error (with the closest names) kept in `state.model_error` for the page
+to show. A custom template from a link renders where a typed one does: in the isolated worker
+process (`WorkbenchState.assembler`).
+
+Template arguments are operator configuration where the user types them (the box, the command
+line, the Python API), but a link's are whoever sent it: the template renders them into the prompt
+outside the request fields the injection guard escapes, so a `<|im_start|>` in one would be a
+control token. A link's arguments holding any of the tokenizer's control-token strings are therefore
+not applied: the rest of the link opens, and `state.template_args_error` says which argument held
+which token (the control shows it). Their names, values and sizes were checked when it was decoded.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
-from ..errors import ModelNotFoundError
+from ..errors import ModelNotFoundError, WorkbenchError
 from ..share import MAX_LINK_CHARS, SharedState, decode, encode, link, notebook_cell, safe_name
+from ..templates.arguments import control_tokens
 from .document import SessionDocument
 from .state import WorkbenchState
 
@@ -29,7 +38,8 @@ def shared_state(state: WorkbenchState) -> SharedState:
     return SharedState(session=state.doc.data, name=state.doc.name, template=state.template,
                        tokenizer=state.tokenizer, custom_template=state.custom_source,
                        turn=state.turn if state.turn != state.doc.turn_count else None, policy=state.policy,
-                       model=state.model.id if state.model is not None else "")
+                       model=state.model.id if state.model is not None else "",
+                       template_args=dict(state.template_args))
 
 
 def share_text(state: WorkbenchState, *, max_chars: int = MAX_LINK_CHARS) -> str:
@@ -52,8 +62,30 @@ def apply_shared(state: WorkbenchState, shared: SharedState) -> None:
         state.model_error = f"this link's model: {exc}"
     state.choose(template=shared.template, tokenizer=shared.tokenizer, custom_source=shared.custom_template)
     state.set_budget(policy=shared.policy)
+    state.choose(template_args={})
+    if shared.template_args:
+        refused = _refused_arguments(state, shared.template_args)
+        if refused:
+            state.template_args_error = refused
+        else:
+            state.choose(template_args=shared.template_args)
     if shared.turn is not None:
         state.select_turn(shared.turn)
+
+
+def _refused_arguments(state: WorkbenchState, args: dict[str, Any]) -> str:
+    """Why a link's template arguments are not applied ('' when they may be): a control-token string
+    of the tokenizer the link's choices assemble with, in a name or a value."""
+    try:
+        tokenizer = state.assembler().tokenizer
+    except WorkbenchError as exc:      # a link's custom template that does not load: nothing to check with
+        return f"this link's template arguments were not applied: the tokenizer to check them with: {exc}"
+    found = control_tokens(args, tokenizer)
+    if not found:
+        return ""
+    said = ", ".join(f"{key} holds {token!r}" for key, token in found[:3])
+    return (f"this link's template arguments were not applied: {said} (a control token of {tokenizer.name}; a "
+            "link's arguments are the sender's text, not the operator's)")
 
 
 def open_text(state: WorkbenchState, text: str, *, max_chars: int = MAX_LINK_CHARS) -> None:
