@@ -7,10 +7,12 @@ first that need no browser: the command's error rule and the app's state outside
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,10 +60,11 @@ def test_app_state_keeps_the_last_good_prompt(tmp_path) -> None:  # type: ignore
     edited = app.state.result
     assert edited is not first and edited.reused_segments > 0          # incremental: the prefix is reused
     app.custom.value_input = BROKEN_TEMPLATE
-    assert app.alert.visible and "line 2" in app.alert.object
+    # Said beside the box being typed in, not at the top of the other column.
+    assert app.custom_alert.visible and "line 2" in app.custom_alert.object and not app.alert.visible
     assert app.state.result is edited and "line 2" in app.view.error   # the view keeps the last good prompt
     app.custom.value_input = ""
-    assert not app.alert.visible and app.view.error == ""
+    assert not app.custom_alert.visible and app.view.error == ""
     app.turn_select.value = 2
     assert app.state.turn == 2 and app.state.result.total_tokens < edited.total_tokens
     assert app.editor.turn_cut < len(app.editor.messages)              # later messages shown as after this turn
@@ -207,9 +210,12 @@ def test_switching_the_template_changes_the_special_tokens(page) -> None:  # typ
 def test_a_broken_template_shows_inline_and_the_page_keeps_working(page) -> None:  # type: ignore[no-untyped-def]
     before = token_count(page)
     custom_template(page).fill(BROKEN_TEMPLATE)
-    alert = page.locator(".wb-main-alert")
+    alert = page.locator(".wb-custom-alert")            # beside the box, not at the top of the right column
     expect(alert).to_be_visible(timeout=UPDATE_MS)
     expect(alert).to_contain_text("line 2")
+    expect(page.locator(".wb-main-alert")).to_be_hidden()
+    box, said = custom_template(page).bounding_box(), alert.bounding_box()
+    assert box is not None and said is not None and 0 <= said["y"] - (box["y"] + box["height"]) < 80
     # The last good view stays, and says why it is not updating.
     assert token_count(page) == before
     expect(page.locator(".wb-seg").first).to_be_visible()
@@ -265,19 +271,34 @@ def test_teach_presentation_mode(page) -> None:  # type: ignore[no-untyped-def]
     idea = page.locator(".wb-p-idea")
     expect(idea).to_contain_text("list of", timeout=UPDATE_MS)          # step 1's idea: the messages
     assert float(idea.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
-    expect(page.get_by_label("Session")).to_be_hidden()                  # the editor column is out of the way
+    # The step-through covers the window, the editor column under it (the page keeps its layout).
+    box, size = page.locator(".wb-teach").first.bounding_box(), page.viewport_size
+    assert box is not None and size is not None
+    assert (box["x"], box["y"], box["width"], box["height"]) == (0, 0, size["width"], size["height"])
     expect(page.locator(".wb-present .wb-p-dot")).to_have_count(7)
     page.get_by_role("button", name="Next ▶").click()
     expect(page.locator(".wb-p-step")).to_contain_text("2 / 7 · Chat template")
     expect(page.locator(".wb-p-dot.wb-p-on")).to_have_count(1)
+    # A presenter's clicker: its keys step through, Escape ends the presentation.
+    page.keyboard.press("PageDown")
+    expect(page.locator(".wb-p-step")).to_contain_text("3 / 7")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".wb-p-step")).to_contain_text("4 / 7")
+    page.keyboard.press(" ")
+    expect(page.locator(".wb-p-step")).to_contain_text("5 / 7")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("PageUp")
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator(".wb-p-step")).to_contain_text("2 / 7")
     if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # the README's picture of the mode
         for _ in range(4):
             page.get_by_role("button", name="Next ▶").click()
         expect(page.locator(".wb-p-step")).to_contain_text("6 / 7")
         page.screenshot(path=str(ROOT / "docs" / "images" / "present.png"))
-    page.get_by_role("button", name="Present").click()
-    expect(page.get_by_label("Session")).to_be_visible(timeout=UPDATE_MS)
-    expect(page.locator(".wb-present")).to_have_count(0)
+    page.keyboard.press("Escape")
+    expect(page.locator(".wb-present")).to_have_count(0, timeout=UPDATE_MS)
+    width = page.evaluate("() => document.scrollingElement.scrollWidth")
+    assert width <= page.evaluate("() => window.innerWidth"), f"the page is {width} pixels wide after Present"
 
 
 # The token view's module, alone in a blank page, with a stand-in model of each host: anywidget
@@ -433,6 +454,16 @@ def test_the_kv_tab_shows_blocks_and_runs_a_real_prefill(page) -> None:  # type:
     kv = page.locator(".wb-kv")
     expect(kv).to_contain_text("131,072 bytes per token", timeout=FIRST_VIEW_MS)     # Llama-3-8B, bf16
     expect(kv.locator(".wb-kv-table tr").nth(1)).to_be_attached()
+    # The rows are `workbench kv --json`'s (issue 33), their bytes in a unit that fits, held explained.
+    from workbench.engine.kv import HELD_NOTE, format_bytes
+    cli = subprocess.run([sys.executable, "-m", "workbench.cli.main", "kv", "sample_sessions/support_chat.json",
+                          "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    last = json.loads(cli.stdout)["turns"][-1]
+    cells = kv.locator(".wb-kv-table tr").last.locator("td")
+    expect(cells.nth(0)).to_have_text(str(last["turn"]))
+    expect(cells.nth(3)).to_have_text(f"{last['shared_blocks']:,}")
+    expect(cells.nth(6)).to_have_text(format_bytes(last["held_bytes"]))
+    expect(kv.locator(".wb-kv-held")).to_contain_text(HELD_NOTE)
     page.get_by_label("Model shape (KV)").select_option("Qwen2.5-7B")
     expect(kv).to_contain_text("57,344 bytes per token")
     page.get_by_role("button", name=re.compile("Prefill this turn")).click()

@@ -131,6 +131,13 @@ def test_the_workbench_renders_and_follows_an_edit_in_a_notebook(lab, browser) -
         expect(view, "the edit did not reach the token view").to_contain_text(EDITED, timeout=WIDGET_MS)
         expect(view.locator(".wb-header")).not_to_have_text(before)
 
+        # Every tab's title shows whole (Lumino once cut "Diagnostics" in a 1,280-pixel window).
+        titles = output.locator(".wb-tabs > .lm-TabBar .lm-TabBar-tab")
+        expect(titles).to_have_count(9)
+        cut = titles.evaluate_all("ts => ts.filter(t => { const l = t.querySelector('.lm-TabBar-tabLabel') || t;"
+                                  " return l.scrollWidth > l.clientWidth + 1; }).map(t => t.textContent)")
+        assert not cut, f"tab titles cut: {cut}"
+        assert "Diagnostics" in titles.all_inner_texts()
         # The page as a person sees it: the file browser folded away, the cell and the widget's top.
         page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
         expect(page.locator("#jp-left-stack")).to_be_hidden()

@@ -1,5 +1,6 @@
 """The Run tab in a real browser (Playwright, the system Chromium): Generate on the synthetic `tiny`
-model appends the reply to the message editor; after the next user message, Generate again shows
+model shows the reply, marked synthetic, and writes nothing to the session until "Append this reply"
+is clicked; then the reply is in the message editor; after the next user message, Generate again shows
 how much of the new prompt the engine's KV cache reused. A bad engine shows inline and the page
 keeps running."""
 
@@ -68,10 +69,18 @@ def test_generate_appends_the_reply_and_the_next_turn_shows_the_reuse(page) -> N
     expect(out).to_contain_text("Generate writes the next assistant reply")
     page.get_by_label("Max new tokens").fill("8")
     generate(page)
-    expect(out.locator(".wb-run-appended")).to_contain_text("appended to the session as message 4",
-                                                          timeout=GENERATE_MS)
+    append = page.get_by_role("button", name="Append this reply to the session")
+    expect(append).to_be_visible(timeout=GENERATE_MS)
     expect(out).to_contain_text("8 tokens")
     expect(out).to_contain_text("held nothing of this session yet")
+    expect(out.locator(".wb-run-synthetic")).to_contain_text("this reply means nothing")
+    # Shown, not written: the session has its four messages, and no autosave is pending.
+    expect(rows).to_have_count(4)
+    expect(page.locator(".wb-file-status")).not_to_contain_text("edited")
+    append.click()
+    expect(out.locator(".wb-run-appended")).to_contain_text("appended to the session as message 4",
+                                                          timeout=STEP_MS)
+    expect(append).to_be_hidden()
     reply = out.locator(".wb-run-reply").inner_text()
     expect(rows).to_have_count(5)
     rows.last.locator(".wb-me-head").click()                     # open the appended message
@@ -83,13 +92,16 @@ def test_generate_appends_the_reply_and_the_next_turn_shows_the_reuse(page) -> N
     rows.last.locator("textarea[data-field=content]").fill("Thanks. Why is that?")
     expect(page.locator(".wb-token-view")).to_contain_text("Thanks. Why is that?", timeout=STEP_MS)
     generate(page)
-    expect(out.locator(".wb-run-appended")).to_contain_text("message 6", timeout=GENERATE_MS)
+    expect(append).to_be_visible(timeout=GENERATE_MS)
     reuse = out.locator(".wb-run-reuse").inner_text()
     m = re.search(r"Prompt: ([\d,]+) tokens: ([\d,]+) reused", reuse)
     assert m, reuse
     total, reused = (int(x.replace(",", "")) for x in m.groups())
     assert 0 < reused < total
     assert "The engine held" in reuse and "(the previous prompt and its reply)" in reuse
+    expect(rows).to_have_count(6)                                 # not appended until clicked
+    append.click()
+    expect(out.locator(".wb-run-appended")).to_contain_text("message 6", timeout=STEP_MS)
     expect(rows).to_have_count(7)
 
 

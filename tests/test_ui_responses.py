@@ -413,7 +413,7 @@ def test_generate_refuses_a_session_that_ends_with_the_models_turn() -> None:
         Runner().prepare(state)
     state, controller, _ = opened()
     Runner().prepare(state)                                     # ends with the user's message: fine
-    assert controller._append_reply("Rain.", state.generation).startswith("appended to the session as message 7")
+    assert controller.append_reply("Rain.", state.generation).startswith("appended to the session as message 7")
     assert state.doc.data["input"][-1] == {"role": "assistant", "content": "Rain."}
     same(state.result, cold(state))
 

@@ -226,6 +226,7 @@ function render({ model, el }) {
         msgs[i] = { ...msgs[i], [name]: list };
       } else if (!json) msgs[i] = { ...msgs[i], [name]: box.value };
       else drafts.set(draft, box.value); // a redraw (its error arriving) keeps what was typed
+      if (!json) headLine(i); // the row's summary follows what is typed (a new message's was empty)
       performance.mark(`wb-input-${i}`);
       channelError.hidden = true;
       send(part !== undefined ? { op: "set", index: i, field: name, part, value: box.value }
@@ -241,6 +242,17 @@ function render({ model, el }) {
     c.textContent = p.label;
     c.title = p.title || "";
     return c;
+  };
+
+  const headText = (m, i, cut) => {
+    const parts = ((model.get("parts") || [])[i] || {}).parts;
+    const shape = (model.get("items") || [])[i] || null;
+    return `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m, parts, shape);
+  };
+  const headLine = (i) => {
+    const span = list.querySelector(`.wb-me-row[data-index="${i}"] .wb-me-preview`);
+    const msgs = model.get("messages") || [];
+    if (span && msgs[i]) span.textContent = headText(msgs[i], i, model.get("turn_cut") ?? msgs.length);
   };
 
   const row = (m, i, cut, err) => {
@@ -268,7 +280,7 @@ function render({ model, el }) {
     }
     const text = document.createElement("span");
     text.className = "wb-me-preview";
-    text.textContent = `${i}` + (i >= cut ? " (after this turn)" : "") + " · " + preview(m, parts, shape);
+    text.textContent = headText(m, i, cut);
     const count = document.createElement("span");
     count.className = "wb-me-count";
     count.dataset.index = String(i);
@@ -352,6 +364,15 @@ function render({ model, el }) {
     const ch = channels.get(model);
     if (ch) ch.sent.clear(); // the list came from the server (a revert, another turn): next edits go whole
     drafts.clear();
+    draw();
+  });
+  model.on("change:session", () => {
+    // Another session opened: nothing of the previous one's stays (its "deleted message 220 · Undo",
+    // its open rows), and its last message starts open as on a new page.
+    notice.hidden = true;
+    channelError.hidden = true;
+    open.clear();
+    lastCount = -1;
     draw();
   });
   model.on("change:items", draw);

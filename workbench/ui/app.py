@@ -74,6 +74,20 @@ LABEL = "label" if "label" in pn.widgets.Select.param else "name"
 COLOR = "color" if "color" in pn.widgets.Button.param else "button_type"
 MAX_TEXT = 1_000_000   # characters in an editor (Panel's default, 5000, cuts real chat templates)
 UNSAVED = "unsaved:"     # the picker's entry for a session with no file (an upload, a link): never a path
+MONOSPACE = "textarea { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; }"
+
+
+# Present: the Teach tab as a layer over the whole window, scrolling on its own.
+# A class toggled, not inline styles: Bokeh keeps an inline style that a later update leaves out.
+PRESENTING = (":host(.wb-presenting) { position: fixed; inset: 0; z-index: 1000; background: white; overflow-y: auto;"
+              " padding: 12px 24px; height: 100vh !important; width: 100vw !important; box-sizing: border-box; }")
+
+
+def wrapping(*objects: Any, **params: Any) -> Any:
+    """A row of controls that wraps onto the next line where the column is narrower than they are
+    (a plain Row keeps its width and pushes the page sideways: the Run tab's Cancel at x 1,410 on a
+    1,280-pixel screen)."""
+    return pn.FlexBox(*objects, flex_wrap="wrap", align_items="flex-end", **params)
 
 
 # ---------------------------------------------------------------------------------------- the views
@@ -145,6 +159,7 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
     parts = param.List(default=[], doc="per message: None, or its text parts and media chips (content_parts.py)")
     items = param.List(default=[], doc="per row of a Responses request: its kind and fields (responses_items.py)")
     channel = param.Dict(default={}, doc="{path, token} of the page's keystroke channel; empty: none")
+    session = param.Integer(default=0, doc="bumped when another session opens: the editor drops the last one's state")
 
     def __init__(self, on_ops: Callable[[list[dict], float | None], None], **params: Any):
         super().__init__(**params)
@@ -164,8 +179,58 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
             self._apply(new, received_at)
 
 
+class PresenterKeys(pn.custom.AnyWidgetComponent):  # type: ignore[misc, name-defined]
+    """The keys a presenter's clicker sends (→, PageDown, Space: next; ←, PageUp: back; Escape: end
+    the presentation), caught on the page while `active` and counted into `pressed` for Python. Not
+    while a text box has the focus: there they type."""
+
+    _esm = """
+    const MOVES = { ArrowRight: "next", PageDown: "next", " ": "next", ArrowLeft: "back", PageUp: "back",
+                    Escape: "stop" };
+    function render({ model, el }) {
+      const sent = [];
+      let count = 0;
+      const onKey = (e) => {
+        const move = MOVES[e.key];
+        const t = e.composedPath()[0] || e.target;
+        if (!move || !model.get("active") || e.altKey || e.ctrlKey || e.metaKey) return;
+        const typing = t && (["TEXTAREA", "INPUT", "SELECT"].includes(t.tagName) || t.isContentEditable);
+        if (typing) return;
+        e.preventDefault();
+        // Numbered and sent with the last few: keys pressed faster than a round trip all arrive.
+        sent.push({ n: ++count, move });
+        model.set("pressed", sent.slice(-20));
+        model.save_changes();
+      };
+      document.addEventListener("keydown", onKey);
+      return () => document.removeEventListener("keydown", onKey);
+    }
+    export default { render };
+    """
+    _debounce = 0
+    active = param.Boolean(default=False)
+    pressed = param.List(default=[], doc="the latest keys, numbered: [{n, move}]")
+
+    def __init__(self, on_move: Callable[[str], None], **params: Any):
+        super().__init__(**params)
+        self.applied = 0          # the number of the last key applied
+        self.param.watch(lambda e: self._apply(e.new or []), "pressed")
+        self._on_move = on_move
+
+    def _apply(self, keys: list[Any]) -> None:
+        for key in keys:
+            n = key.get("n") if isinstance(key, dict) else None
+            if isinstance(n, int) and n > self.applied:
+                self.applied = n
+                self._on_move(str(key.get("move")))
+
+
 class TeachingPanel:
-    """The teaching step-through: one step at a time, Back and Next, over the selected turn."""
+    """The teaching step-through: one step at a time, Back and Next, over the selected turn.
+
+    Present shows the step-through over the whole window (a fixed layer over the page, which itself
+    keeps its layout: hiding the rest made Bokeh keep the full width after Present went off) and
+    follows a presenter's keys (PresenterKeys)."""
 
     def __init__(self) -> None:
         self.walk = StepThrough()
@@ -178,15 +243,22 @@ class TeachingPanel:
         self.next.on_click(lambda _e: self.go(+1))
         # Presentation mode: large type, one idea per screen, and the rest of the page out of the way.
         self.present = pn.widgets.Toggle(**{LABEL: "Present"}, width=100, css_classes=["wb-present-toggle"])
-        self.on_present: Callable[[bool], None] = lambda _on: None
         self.present.param.watch(lambda e: self._present(e.new), "value")
-        self.layout = pn.Column(pn.Row(self.back, self.next, self.present, self.title), self.body,
-                                sizing_mode="stretch_width")
+        self.keys = PresenterKeys(self._key, height=0, margin=0)
+        self.layout = pn.Column(wrapping(self.back, self.next, self.present, self.title), self.body, self.keys,
+                                sizing_mode="stretch_width", css_classes=["wb-teach"], stylesheets=[PRESENTING])
 
     def _present(self, on: bool) -> None:
         self.walk.presenting = on
-        self.on_present(on)
+        self.keys.active = on
+        self.layout.css_classes = ["wb-teach", "wb-presenting"] if on else ["wb-teach"]
         self.go(0)
+
+    def _key(self, move: str | None) -> None:
+        if move == "stop":
+            self.present.value = False
+        elif move in ("next", "back"):
+            self.go(+1 if move == "next" else -1)
 
     def update(self, state: WorkbenchState, panels: Panels, kv: Any = None) -> None:
         if self.walk.load(panels, panels.previous, kv):
@@ -206,8 +278,9 @@ class TeachingPanel:
 
 
 class RunPanel:
-    """The Run tab: engine, max new tokens, Generate and Cancel; the reply streams in, then is appended
-    to the session (run_panel.py, Controller.run_generate)."""
+    """The Run tab: engine, max new tokens, Generate and Cancel; the reply streams in and is shown (a
+    synthetic model's marked so); "Append this reply" writes it to the session, nothing before that
+    click (run_panel.py, Controller.run_generate and append_reply)."""
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
@@ -219,12 +292,22 @@ class RunPanel:
                                            end=MAX_NEW_LIMIT, width=120)
         self.generate = pn.widgets.Button(**{LABEL: "Generate", COLOR: "primary"}, width=100, align="end")
         self.cancel = pn.widgets.Button(**{LABEL: "Cancel"}, width=80, align="end", disabled=True)
+        self.append = pn.widgets.Button(**{LABEL: "Append this reply to the session"}, width=260, visible=False,
+                                        css_classes=["wb-run-append"])
         self.out = pn.pane.HTML(run_html(None), sizing_mode="stretch_width", stylesheets=[CSS],
                                 css_classes=["wb-run-pane"])
+        self._unappended: tuple[RunOutcome, int] | None = None    # the reply shown, and its prompt's generation
         self.generate.on_click(lambda _e: self.run())
         self.cancel.on_click(lambda _e: self.controller.cancel_generate())
-        self.layout = pn.Column(pn.Row(self.engine, self.target, self.max_new, self.generate, self.cancel),
-                                self.out, sizing_mode="stretch_width")
+        self.append.on_click(lambda _e: self._append())
+        self.layout = pn.Column(wrapping(self.engine, self.target, self.max_new, self.generate, self.cancel),
+                                self.out, self.append, sizing_mode="stretch_width")
+
+    def clear(self) -> None:
+        """Another session: the reply shown answered the previous one; nothing of it stays."""
+        self.last, self._unappended = None, None
+        self.append.visible = False
+        self.out.object = run_html(None)
 
     def run(self) -> None:
         try:
@@ -233,6 +316,7 @@ class RunPanel:
             self.out.object = run_html(self.last, error=str(exc))
             return
         self.generate.disabled, self.cancel.disabled = True, False
+        self.append.visible, self._unappended = False, None
         self.out.object = run_html(None, status=f"generating on {spec}…")
         self.controller.run_generate(spec, int(self.max_new.value or DEFAULT_MAX_NEW), self._done,
                                      lambda text: setattr(self.out, "object", run_html(None, status=text)))
@@ -240,10 +324,19 @@ class RunPanel:
     def _done(self, result: Any, error: str) -> None:
         self.generate.disabled, self.cancel.disabled = False, True
         if result is None:
-            self.out.object = run_html(self.last, error=f"nothing appended: {error}")
+            self.out.object = run_html(self.last, error=f"no reply: {error}")
             return
-        self.last, appended = result
-        self.out.object = run_html(self.last, appended=appended)
+        self.last, generation = result
+        self._unappended = (self.last, generation)
+        self.append.visible = True
+        self.out.object = run_html(self.last)
+
+    def _append(self) -> None:
+        if self._unappended is None:
+            return
+        outcome, generation = self._unappended
+        self._unappended, self.append.visible = None, False
+        self.out.object = run_html(outcome, appended=self.controller.append_reply(outcome.text, generation))
 
 
 class PanelHost:
@@ -366,9 +459,11 @@ class WorkbenchApp:
         self.state = WorkbenchState(session_path, autosave=autosave)
         self._base_url = base_url(host_header)
         share_error = ""
+        self._from_link = False   # the open session came from a shared link (until another one opens)
         if share is not None:     # the page was opened from a shared link (?state=): its content, never a path
             try:
                 open_text(self.state, share)
+                self._from_link = True
             except ShareError as exc:
                 share_error = f"this link could not be opened: {exc} — showing the default session instead"
         self.host = PanelHost(self)
@@ -415,19 +510,33 @@ class WorkbenchApp:
         self.tokenizer_select, self.kv_config = self.pickers.tokenizer, self.pickers.kv
         self.pickers.on_choice = self._chosen
         self.budget_controls = PanelBudgetControls(self.controller, LABEL)
+        from .template_args import PanelTemplateArgs  # the template arguments control; follows every choice
+        self.template_args = PanelTemplateArgs(self.controller, LABEL, CSS)
+        # Assembled before the editor is made, so that it starts with each message's count: a count
+        # sent before the page connects can be lost (a small session's summary comes that fast), and
+        # the counts then stayed empty until the next edit.
+        try:
+            s.assemble()
+        except WorkbenchError:
+            pass                                   # said by the refresh below, inline
         self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
                                         **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
             **{LABEL: "Custom template (Jinja; overrides Template)"}, height=220,
             placeholder="paste a Jinja chat template here", max_length=MAX_TEXT, sizing_mode="stretch_width",
-            value=s.custom_source)
+            value=s.custom_source, stylesheets=[MONOSPACE], css_classes=["wb-custom-box"])
+        self.custom_alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                          css_classes=["wb-custom-alert"])
+        # JSON boxes in a monospace font, as code is (their errors name a line and a column).
         self.tools = pn.widgets.TextAreaInput(**{LABEL: "Tool schemas (JSON list)"}, height=220, max_length=MAX_TEXT,
                                               value=s.field_text("tools"), sizing_mode="stretch_width",
-                                              placeholder='[{"type": "function", "function": {...}}]')
+                                              placeholder='[{"type": "function", "function": {...}}]',
+                                              stylesheets=[MONOSPACE], css_classes=["wb-tools-box"])
         self.tools_alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
         self.variables = pn.widgets.TextAreaInput(**{LABEL: "Prompt-template variables (JSON object)"}, height=160,
                                                   max_length=MAX_TEXT, value=s.field_text("variables"),
-                                                  sizing_mode="stretch_width", placeholder='{"name": "value"}')
+                                                  sizing_mode="stretch_width", placeholder='{"name": "value"}',
+                                                  stylesheets=[MONOSPACE], css_classes=["wb-variables-box"])
         self.variables_alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
         self.alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                    css_classes=["wb-main-alert"])
@@ -488,7 +597,8 @@ class WorkbenchApp:
         self._build_share(share_error)
         files = pn.Row(self.save_button, self.revert_button, self.overwrite_button, self.undo_button, self.redo_button,
                        self.share_button, sizing_mode="stretch_width")
-        extra = pn.Tabs(("Custom template", self.custom), ("Tools", pn.Column(self.tools_alert, self.tools)),
+        extra = pn.Tabs(("Custom template", pn.Column(self.custom, self.custom_alert, sizing_mode="stretch_width")),
+                        ("Tools", pn.Column(self.tools_alert, self.tools)),
                         ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select, self.follow_status,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
@@ -499,8 +609,9 @@ class WorkbenchApp:
                              self.model_select, self.pickers.note,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              self.budget_controls.layout,
+                             self.template_args.layout,
                              "#### Messages", self.editor, extra, width=520)
-        kv = pn.Column(pn.Row(self.kv_config, self.kv_run, self.kv_cancel), self.kv_status, self.kv, self.kv_chart,
+        kv = pn.Column(wrapping(self.kv_config, self.kv_run, self.kv_cancel), self.kv_status, self.kv, self.kv_chart,
                        sizing_mode="stretch_width")
         self.panels_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS],
                                           css_classes=["wb-panels-status"])
@@ -511,13 +622,17 @@ class WorkbenchApp:
                  ("Teach", self.teaching.layout), ("Compare", compare_tab), ("Run", self.run.layout),
                  ("Diagnostics", self.diagnostics)]
         tabs = pn.Tabs(*pages, dynamic=False, sizing_mode="stretch_width")
+        # The right column takes the width the left one leaves (flex, never a width of its own: Bokeh
+        # kept Present's full width after it was switched off, 1,960 pixels on a 1,440 screen) and
+        # stays in view while the messages on the left scroll (sticky, scrolling on its own).
         main = pn.Column(self.header, self.follow_call, self.alert, self.budget, self.panels_status, tabs,
-                         sizing_mode="stretch_width")
+                         sizing_mode="stretch_width", css_classes=["wb-main"],
+                         styles={"flex": "1 1 0%", "min-width": "0", "position": "sticky", "top": "0",
+                                 "align-self": "flex-start", "max-height": "100vh", "overflow-y": "auto"})
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
-        self.teaching.on_present = lambda on: [w.param.update(visible=not on) for w in
-                                               (controls, self.header, self.follow_call, self.budget,
-                                                self.panels_status)]
         self._file_status()
+        for element, _reset in self._session_bound():
+            element.css_classes = [*element.css_classes, "wb-session-bound"]
         # The slower panels are computed for the open tab only (the Tokens tab needs none).
         names = [name for name, _ in pages]
         self.controller.views = NEEDS.get(names[tabs.active], frozenset())
@@ -590,6 +705,8 @@ class WorkbenchApp:
     def _file_status(self, note: str = "", error: str = "") -> None:
         s = self.state
         parts = [f"<b>{html.escape(s.doc.name)}</b> · {s.doc.turn_count} turns · {s.doc.format}"]
+        if self._from_link:
+            parts.append("opened from a shared link: its content, no file here (Save to keep it)")
         if s.restored_at is not None:
             parts.append("restored your unsaved edits (autosave); Revert drops them")
         elif s.doc.dirty:
@@ -619,7 +736,10 @@ class WorkbenchApp:
             self._picked = self.follow.key(self.state) or self._picked
         if self._picked is None:
             self._picked = UNSAVED
-            options = {f"{self.state.doc.name} (not saved)": UNSAVED, **options}
+            # A shared link's session is named as the link's, never as a file here of the same name.
+            label = f"{self.state.doc.name} (from a shared link, not saved)" if self._from_link else \
+                f"{self.state.doc.name} (not saved)"
+            options = {label: UNSAVED, **options}
         return {"options": options, "value": self._picked}
 
     def _show_picked(self) -> None:
@@ -637,6 +757,8 @@ class WorkbenchApp:
             self._show_picked()
             self._file_status(error=f"not opened: {exc}")
             return
+        self._forget_session()
+        self._from_link = False
         if self.follow is not None:
             self.follow.attach(self.state)
             self._show_follow()
@@ -647,6 +769,54 @@ class WorkbenchApp:
         self.save_path.value = self.files.default_save_name(self.state.doc)
         self.export_path.value = self.files.default_export_name(self.state.doc)
         self._file_status()
+
+    def _session_bound(self) -> list[tuple[Any, Callable[[], None]]]:
+        """Every element that shows something of the open session beyond the session itself (what an
+        action said: a share link, an export, a fix, an error, a prefill, a reply), with how it looks
+        on a page just opened. Another session opening resets them all (`_forget_session`); each one
+        carries the class `wb-session-bound`, which the browser test walks, so an element added here
+        is checked without the test naming it."""
+        computing = '<div class="wb-cache">computing every turn…</div>'
+
+        def share() -> None:
+            self.share_fields.visible = False
+            self.share_link.value = ""
+            self.share_cell.param.update(value="", value_input="")
+
+        def hide(alert: Any) -> Callable[[], None]:
+            return lambda: alert.param.update(object="", visible=False)
+
+        def kv() -> None:
+            self._prefill = None
+            self._kv_status("")
+            self.kv.object = kv_html(None)
+
+        def semantic() -> None:
+            self.semantic.object = semantic_html(None)
+            self.semantic_label_row.visible = False
+            self.semantic_label_status.object = ""
+
+        return [
+            (self.share_status, lambda: setattr(self.share_status, "object", "")),
+            (self.share_fields, share),
+            (self.export_status, lambda: setattr(self.export_status, "object", "")),
+            (self.overwrite_button, lambda: setattr(self.overwrite_button, "visible", False)),
+            (self.replace_button, lambda: setattr(self.replace_button, "visible", False)),
+            (self.alert, hide(self.alert)), (self.custom_alert, hide(self.custom_alert)),
+            (self.tools_alert, hide(self.tools_alert)), (self.variables_alert, hide(self.variables_alert)),
+            (self.fix_bar.result, lambda: setattr(self.fix_bar.result, "object", "")),
+            (self.cache, lambda: setattr(self.cache, "object", computing)),
+            (self.diff, lambda: setattr(self.diff, "object", "")),
+            (self.kv, kv), (self.kv_status, lambda: self._kv_status("")),
+            (self.semantic, semantic), (self.semantic_label_status, semantic),
+            (self.run.out, self.run.clear), (self.run.append, self.run.clear),
+            (self.compare_status, lambda: self._compare_progress("")),
+        ]
+
+    def _forget_session(self) -> None:
+        """Another session is open: nothing of the last one's stays on screen (see `_session_bound`)."""
+        for _element, reset in self._session_bound():
+            reset()
 
     def _remember(self) -> None:
         if self.state.autosave is not None:
@@ -707,7 +877,11 @@ class WorkbenchApp:
             self.pickers.show()      # a custom template overrides the model's: the note says so
 
     def _on_json(self, name: str, text: str | None, alert: Any) -> None:
-        if text is None or text == self.state.field_text(name):
+        if text is None:
+            return
+        if text == self.state.field_text(name):   # back to what applies: its error (if any) is gone
+            if alert.visible:
+                alert.param.update(object="", visible=False)
             return
         error = self.controller.set_json(name, text)
         alert.param.update(object=html.escape(error), visible=bool(error))
@@ -715,8 +889,9 @@ class WorkbenchApp:
     # output --------------------------------------------------------------------------------------
     def show_result(self, result: AssemblyResult) -> None:
         """The keystroke path: the token view's patch, and nothing else."""
-        if self.alert.visible:
-            self.alert.param.update(object="", visible=False)
+        for alert in (self.alert, self.custom_alert):
+            if alert.visible:
+                alert.param.update(object="", visible=False)
         self.view.show(result, self.state.assembler().tokenizer, self.state.overflow)
         self.comparer.request()     # nothing unless the Compare tab is open
 
@@ -734,7 +909,10 @@ class WorkbenchApp:
     def show_error(self, message: str) -> None:
         shown = message if self.state.result is None else \
             f"{message} — the view shows the last prompt that assembled ({self.state.shown})"
-        self.alert.param.update(object=html.escape(shown), visible=True)
+        if self.state.custom_failed:       # the box being typed in caused it: said there, not far above
+            self.custom_alert.param.update(object=html.escape(shown), visible=True)
+        else:
+            self.alert.param.update(object=html.escape(shown), visible=True)
         self.view.error = message
         if self.view.header:
             # The summary line counts what the token view shows (the last good prompt), not an older one.
@@ -861,7 +1039,7 @@ class WorkbenchApp:
         self.compare_kind.param.watch(lambda e: self._compare_choose(kind=e.new), "value")
         self.compare_value.param.watch(lambda e: e.new is not None and self._compare_choose(value=e.new), "value")
         self.compare_pin.on_click(lambda _e: self._compare_pin())
-        return pn.Column(pn.Row(self.compare_kind, self.compare_value, self.compare_pin), self.compare_status,
+        return pn.Column(wrapping(self.compare_kind, self.compare_value, self.compare_pin), self.compare_status,
                          self.compare_out, sizing_mode="stretch_width")
 
     def _compare_choose(self, **choice: str) -> None:
@@ -918,7 +1096,7 @@ class WorkbenchApp:
         self.semantic_label_status = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[CSS])
         self.semantic_hit.on_click(lambda _e: self._label_semantic(True))
         self.semantic_miss.on_click(lambda _e: self._label_semantic(False))
-        self.semantic_label_row = pn.Row(self.semantic_pick, self.semantic_category, self.semantic_hit,
+        self.semantic_label_row = wrapping(self.semantic_pick, self.semantic_category, self.semantic_hit,
                                          self.semantic_miss, visible=False)
         return pn.Column(self.semantic_label_row, self.semantic_label_status, sizing_mode="stretch_width")
 

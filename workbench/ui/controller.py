@@ -100,6 +100,10 @@ class Controller:
         self._prefill_ticket = 0          # bumped by a new prefill and by cancel_prefill
         self.closed = False               # close(): the host is gone
         self._row_error = False           # an assembly error is shown at an editor row (the item it names)
+        self._choice_watchers: list[Callable[[], None]] = []   # views that follow the choices (watch_choices)
+        self._generation_watchers: list[Callable[[], None]] = []   # views of one document state (watch_generation)
+        self._told_generation = -1        # the document generation they were last told of
+        self.opened = 0                   # sessions opened (a switch, a revert): the editor drops the last one's state
 
     # from the views --------------------------------------------------------------------------------
     def op(self, op: dict) -> None:
@@ -155,8 +159,9 @@ class Controller:
         return ""
 
     def choose(self, **choices: Any) -> str:
-        """A model, template, tokenizer or custom template (state.choose). Returns the error to show
-        inline ('' when it applied): an unknown model name, with the closest names; nothing changes."""
+        """A model, template, tokenizer, custom template or template arguments (state.choose). Returns
+        the error to show inline ('' when it applied): an unknown model name, with the closest names,
+        a bad template argument; nothing changes."""
         try:
             self.state.choose(**choices)
         except WorkbenchError as exc:
@@ -168,7 +173,27 @@ class Controller:
         if self.refresh(defer_overflow=True) is not None and self.state.overflow_pending:
             self.host.call_later(OVERFLOW_MS, self._show_overflow)
         self.request_panels()
+        for fn in self._choice_watchers:
+            fn()
         return ""
+
+    def watch_choices(self, fn: Callable[[], None]) -> None:
+        """`fn()` after every choice that applied, from any control or from code: a view of what the
+        chosen template reads (ui/template_args.py) follows a template, model or custom-source switch
+        without each host wiring it to every picker."""
+        self._choice_watchers.append(fn)
+
+    def watch_generation(self, fn: Callable[[], None]) -> None:
+        """`fn()`, on the UI thread, when a refresh finds the document changed since the last one (an
+        edit, an undo or redo, a fix, another session or template): a view of a result measured on the
+        earlier document (the Fix bar's "applied") says so at once, not when the slower panels follow."""
+        self._generation_watchers.append(fn)
+
+    def _tell_generation(self) -> None:
+        if self.state.generation != self._told_generation:
+            self._told_generation = self.state.generation
+            for fn in self._generation_watchers:
+                fn()
 
     def _show_overflow(self) -> None:
         try:
@@ -225,9 +250,12 @@ class Controller:
             self.state.load(self.files.path_of(doc))     # any other value: refused, whatever it is
         else:
             self.state.load(doc)
+        self.opened += 1
         self._settled()
-        self.host.show_editor(True)
+        # Assembled first: the editor's rows then come with this session's counts, never with the
+        # last session's (by row number) until the summary catches up.
         self.refresh()
+        self.host.show_editor(True)
         self.request_panels()
 
     def save(self, path: str | None = None, *, overwrite: bool = False) -> Path:
@@ -244,9 +272,10 @@ class Controller:
 
     def revert(self) -> None:
         self.state.revert()
+        self.opened += 1
         self._settled()
-        self.host.show_editor(True)
         self.refresh()
+        self.host.show_editor(True)
         self.request_panels()
 
     def _settled(self) -> None:
@@ -273,6 +302,7 @@ class Controller:
     def refresh(self, defer_overflow: bool = False) -> AssemblyResult | None:
         """Assemble the selected turn and show it; a failure shows inline and keeps the last good view."""
         self._refresh_pending = False
+        self._tell_generation()
         started = time.time()
         try:
             result = self.state.assemble(defer_overflow=defer_overflow)
@@ -514,9 +544,11 @@ class Controller:
 
     def run_generate(self, engine: str, max_new_tokens: int, done: Callable[[Any, str], None],
                      progress: Callable[[str], None] | None = None) -> None:
-        """Generate the next assistant reply on `engine` (run_panel.Runner) and append it to the session
-        as an editor operation (undoable, autosaved); `done((outcome, appended), error)` and
-        `progress(text)` run on the UI thread. `cancel_generate` stops it between decode steps."""
+        """Generate the next assistant reply on `engine` (run_panel.Runner): shown, never written to the
+        session here (a synthetic model's words mean nothing, and a real model's reply is the user's to
+        keep or not): `append_reply(outcome.text, generation)` appends it on an explicit click.
+        `done((outcome, generation), error)` and `progress(text)` run on the UI thread, `generation`
+        being the document's when the prompt was read. `cancel_generate` stops it between decode steps."""
         from .run_panel import Runner
         if self.runner is None:
             self.runner = Runner()
@@ -553,10 +585,7 @@ class Controller:
             last = held[0]
             if progress is not None and last is not None:
                 progress(last)   # the final figures are shown however fast they came (on the UI thread here)
-            appended = ""
-            if outcome is not None:
-                appended = self._append_reply(outcome.text, generation)
-            done(None if outcome is None else (outcome, appended), error)
+            done(None if outcome is None else (outcome, generation), error)
 
         self._in_background("generate", lambda: runner.run(job, engine, max_new_tokens, check=check,
                                                             progress=report), finished)
@@ -565,12 +594,12 @@ class Controller:
         if self._generating is not None:
             self._generating.set()
 
-    def _append_reply(self, text: str, generation: int) -> str:
-        """The reply as the last message, through the editor's path; not when the session changed
-        meanwhile (the reply answers a prompt that is gone)."""
+    def append_reply(self, text: str, generation: int) -> str:
+        """The reply as the last message, through the editor's path (one undo step, autosaved); not
+        when the session changed since its prompt was read (the reply answers a prompt that is gone)."""
         s = self.state
         if s.generation != generation:
-            return "not appended: the session changed while the reply was generated"
+            return "not appended: the session changed after the reply was generated"
         if s.turn != s.doc.turn_count:
             s.select_turn(s.doc.turn_count)
         index = len(s.doc.messages(s.turn))
@@ -604,7 +633,8 @@ class Controller:
         s = self.state
         msgs = list(s.doc.messages(s.turn))
         fmt = s.doc.format_of(s.turn)
-        data = {"turn_cut": s.doc.turn_cut(s.turn), "format": fmt, "counts": self.token_counts()}
+        data = {"turn_cut": s.doc.turn_cut(s.turn), "format": fmt, "counts": self.token_counts(),
+                "session": self.opened}
         if s.doc.is_responses(s.turn):
             shown, shapes = editor_view(msgs, s.doc.row_map(s.turn).first == 1)
             return {**data, "messages": shown, "parts": [None] * len(msgs), "items": shapes}
@@ -617,6 +647,8 @@ class Controller:
         first item (a model turn's reasoning, message and calls are one message)."""
         s = self.state
         n = len(s.doc.messages(s.turn))
+        if s.error:      # the last assembly failed: the result shown is another prompt's, its counts are not these
+            return [None] * n
         if s.doc.is_responses(s.turn):
             stops = s.item_stops()
             if stops is None:

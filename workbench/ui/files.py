@@ -185,11 +185,14 @@ class AppFiles:
     # the picker ------------------------------------------------------------------------------------
     def options(self) -> dict[str, str]:
         """The session picker's options, label -> key. Keys are looked up, never used as paths."""
-        opts = {name: f"sample:{name}" for name in self.samples}
+        saved = self.sessions.names(SESSION_SUFFIX)
+        # A sample and a saved file of one name are told apart by both labels ("x.json (sample)" and
+        # "x.json (saved)"), not by one bare name beside a marked one.
+        opts = {(f"{name} (sample)" if name in saved else name): f"sample:{name}" for name in self.samples}
         given = self._given_label()
         if given is not None:
             opts[given] = "given:"
-        for name in self.sessions.names(SESSION_SUFFIX):
+        for name in saved:
             opts[f"{name} (saved)"] = f"saved:{name}"
         return opts
 

@@ -61,6 +61,15 @@ class TokenView(PatchFeed, _anywidget.AnyWidget):  # type: ignore[misc, name-def
             self._resync()
 
 
+# The tab strip wraps onto a second line rather than shrinking its titles: in a narrow JupyterLab
+# cell, Lumino cut nine tabs down until "Diagnostics" no longer showed.
+TAB_CSS = """
+.wb-tabs > .lm-TabBar { height: auto !important; min-height: var(--jp-widgets-horizontal-tab-height, 24px); }
+.wb-tabs > .lm-TabBar .lm-TabBar-content { flex-wrap: wrap; }
+.wb-tabs > .lm-TabBar .lm-TabBar-tab { flex: 0 0 auto !important; min-width: fit-content; }
+"""
+
+
 class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     """The messages of a session: add, delete, reorder, edit role, content, tool calls and results.
     Each edit arrives as an operation and goes to `on_op`; text edits are not echoed back."""
@@ -74,6 +83,7 @@ class MessageEditor(_anywidget.AnyWidget):  # type: ignore[misc, name-defined]
     counts = _traitlets.List().tag(sync=True)          # each message's tokens in the prompt shown
     parts = _traitlets.List().tag(sync=True)           # per message: None, or its text parts and media chips
     items = _traitlets.List().tag(sync=True)           # per row of a Responses request: its kind and fields
+    session = _traitlets.Int(0).tag(sync=True)         # bumped when another session opens
 
     def __init__(self, on_op: Any = None, data: dict | None = None, **kw: Any):
         super().__init__(**(data or {}), **kw)
@@ -187,7 +197,8 @@ class _NotebookHost:
 
 
 class _NotebookRun:
-    """The Run tab in a notebook (run_panel.py): engine, max new tokens, Generate, Cancel."""
+    """The Run tab in a notebook (run_panel.py): engine, max new tokens, Generate, Cancel; the reply is
+    shown, and written to the session only by "Append this reply" (or `Workbench.append_reply()`)."""
 
     def __init__(self, wb: "Workbench"):
         from .run_panel import DEFAULT_MAX_NEW, ENGINES, run_html
@@ -198,10 +209,37 @@ class _NotebookRun:
                              layout=W.Layout(width="auto"))
         self.max_new = W.BoundedIntText(value=DEFAULT_MAX_NEW, min=1, max=512, description="Max new")
         self.generate, self.cancel = W.Button(description="Generate"), W.Button(description="Cancel", disabled=True)
+        self.append = W.Button(description="Append this reply to the session", layout=W.Layout(width="auto",
+                                                                                              display="none"))
         self.out = W.HTML(run_html(None))
+        self._unappended: tuple[Any, int] | None = None      # the reply shown, and its prompt's generation
         self.generate.on_click(lambda _b: self.run(None, None, wait=False))
         self.cancel.on_click(lambda _b: wb.controller.cancel_generate())
-        self.widget = W.VBox([W.HBox([self.engine, self.target, self.max_new, self.generate, self.cancel]), self.out])
+        self.append.on_click(lambda _b: self.append_reply())
+        self.widget = W.VBox([W.HBox([self.engine, self.target, self.max_new, self.generate, self.cancel]), self.out,
+                              self.append])
+
+    def _offer(self, pending: "tuple[Any, int] | None") -> None:
+        self._unappended = pending
+        self.append.layout.display = None if pending is not None else "none"
+
+    def append_reply(self) -> str:
+        """Append the reply shown to the session (one undo step); what was done, in words."""
+        from .run_panel import run_html
+        if self._unappended is None:
+            return "no reply to append: Generate first"
+        outcome, generation = self._unappended
+        self._offer(None)
+        said = self.wb.controller.append_reply(outcome.text, generation)
+        self.out.value = run_html(outcome, appended=said)
+        return said
+
+    def clear(self) -> None:
+        """Another session: the reply shown answered the previous one."""
+        from .run_panel import run_html
+        self.last = None
+        self._offer(None)
+        self.out.value = run_html(None)
 
     def run(self, engine: str | None, max_new: int | None, wait: bool) -> Any:
         from ..errors import WorkbenchError
@@ -215,14 +253,16 @@ class _NotebookRun:
         def show(result: Any, error: str) -> None:
             self.generate.disabled, self.cancel.disabled = False, True
             if result is None:
-                self.out.value = run_html(self.last, error=f"nothing appended: {error}")
+                self.out.value = run_html(self.last, error=f"no reply: {error}")
                 return
-            self.last, appended = result
-            self.out.value = run_html(self.last, appended=appended)
+            self.last, generation = result
+            self._offer((self.last, generation))
+            self.out.value = run_html(self.last)
 
         def progress(text: str) -> None:
             self.out.value = run_html(None, status=text)
 
+        self._offer(None)
         self.generate.disabled, self.cancel.disabled = True, False
         self.out.value = run_html(None, status=f"generating on {spec}…")
         got = self.wb._request(lambda done: self.wb.controller.run_generate(
@@ -237,11 +277,15 @@ class Workbench:
     the last value of a cell, or `display(wb)`); `wb.widget` is the ipywidgets box.
 
     `session`: a session file path (default: the shipped support chat), or a request/conversation
-    dict. Edits made in the page update the views live; the Python methods (`edit`, `choose`,
-    `select_turn`) update them before they return, for scripted notebooks."""
+    dict. `template_args`: the chat template's arguments (`{"enable_thinking": False}`), as
+    `--template-arg` gives them (a bad one raises TemplateError); the Template arguments box sets
+    them in the page, `choose(template_args=...)` from code, `template_args` reads them. Edits made
+    in the page update the views live; the Python methods (`edit`, `choose`, `select_turn`) update
+    them before they return, for scripted notebooks."""
 
     def __init__(self, session: Any = None, *, template: str = "qwen2.5", autosave: Any = None,
-                 shared: Any = None, model: str | None = None, follow: Any = None):
+                 shared: Any = None, model: str | None = None, follow: Any = None,
+                 template_args: dict[str, Any] | None = None):
         from ..errors import WorkbenchError
         from .controller import Controller
         from .document import SessionDocument
@@ -265,6 +309,8 @@ class Workbench:
                 self.state.choose(model=model)
             except WorkbenchError as exc:    # ModelNotFoundError: shown inline, the widget opens
                 self.state.model_error = str(exc)
+        if template_args is not None:  # given in code: a bad one is the caller's TemplateError, now
+            self.state.choose(template_args=template_args)
         # A followed log (`Workbench.follow`, follow.py): the widget opens on its newest conversation.
         self.follower = follow
         self.follow_view: Any = None
@@ -292,6 +338,8 @@ class Workbench:
         self.editor = MessageEditor(self.controller.op, self.controller.editor_data())
         from .budget_controls import NotebookBudgetControls
         self.budget_controls = NotebookBudgetControls(self.controller)
+        from .template_args import NotebookTemplateArgs
+        self.template_args_control = NotebookTemplateArgs(self.controller)   # follows every choice itself
         box = dict(layout=W.Layout(width="100%", height="160px"))
         self.custom = W.Textarea(value=s.custom_source, placeholder="paste a Jinja chat template here", **box)
         self.tools = W.Textarea(value=s.field_text("tools"), **box)
@@ -378,6 +426,7 @@ class Workbench:
         tabs.observe(lambda c: self.controller.set_views(NEEDS.get(names[c["new"] or 0], frozenset())),
                      "selected_index")
         tabs.observe(lambda c: self.comparer.set_open(names[c["new"] or 0] == "Compare"), "selected_index")
+        tabs.add_class("wb-tabs")
         self.tabs = tabs
         self.panels_status = W.HTML()
         self.undo_button, self.redo_button = W.Button(description="↶ Undo"), W.Button(description="↷ Redo")
@@ -385,10 +434,11 @@ class Workbench:
         self.redo_button.on_click(lambda _b: self.redo())
         left = W.VBox([self.session_select, self.follow_status, self.model_select, self.pickers.note, self.turn_select,
                        self.template_select, self.tokenizer_select,
-                       self.budget_controls.layout, W.HBox([self.undo_button, self.redo_button]), self.editor, extra],
+                       self.budget_controls.layout, self.template_args_control.layout,
+                       W.HBox([self.undo_button, self.redo_button]), self.editor, extra],
                       layout=W.Layout(width="40%"))
         from .follow import CSS as FOLLOW_CSS
-        right = W.VBox([W.HTML(f"<style>{CSS}{FOLLOW_CSS}</style>"), self.header, self.follow_call, self.alert,
+        right = W.VBox([W.HTML(f"<style>{CSS}{FOLLOW_CSS}{TAB_CSS}</style>"), self.header, self.follow_call, self.alert,
                         self.budget,
                         self.panels_status, tabs],
                        layout=W.Layout(width="60%"))
@@ -508,8 +558,8 @@ class Workbench:
     @classmethod
     def from_share(cls, text: str, **kw: Any) -> "Workbench":
         """The workbench on a shared state (the app's Share button, `Workbench.share()`): the same
-        session, template or custom template, tokenizer and turn. The string is checked as the app
-        checks a link (workbench/share.py); a bad one raises ShareError."""
+        session, template or custom template, template arguments, tokenizer and turn. The string is
+        checked as the app checks a link (workbench/share.py); a bad one raises ShareError."""
         from ..share import MAX_CELL_CHARS, decode
         return cls(shared=decode(text, max_chars=MAX_CELL_CHARS), **kw)
 
@@ -558,9 +608,13 @@ class Workbench:
 
     def choose(self, **choices: Any) -> AssemblyResult | None:
         """Switch `model` (a catalog name, "" for none: it sets template, tokenizer, window, KV shape
-        and image rule), `template`, `tokenizer` or `custom_source`, and update the views. An unknown
-        model is shown under the picker (ModelNotFoundError, with the closest names; also
-        `model_error`) and changes nothing."""
+        and image rule), `template`, `tokenizer`, `custom_source` or `template_args` (the whole set,
+        {} for none), and update the views. An unknown model is shown under the picker
+        (ModelNotFoundError, with the closest names; also `model_error`) and changes nothing; a bad
+        template argument raises TemplateError and changes nothing."""
+        if "template_args" in choices:
+            from ..templates.arguments import template_kwargs
+            template_kwargs(choices["template_args"], where="argument")   # raised here, not only shown
         result = self._sync(lambda: self.controller.choose(**choices))
         self.pickers.show()
         self._chosen()
@@ -570,6 +624,13 @@ class Workbench:
     def model(self) -> Any:
         """The chosen catalog model (a ModelEntry), or None."""
         return self.state.model
+
+    @property
+    def template_args(self) -> dict[str, Any]:
+        """The chat template's arguments in use (a deep copy: changing it changes nothing; use
+        `choose(template_args=...)`)."""
+        import copy
+        return copy.deepcopy(self.state.template_args)
 
     @property
     def model_error(self) -> str:
@@ -628,9 +689,15 @@ class Workbench:
 
     def generate(self, engine: str = "tiny", max_new_tokens: int = 24, wait: bool = True) -> Any:
         """Generate the next assistant reply on `engine` (tiny, gemma3-270m, a model folder or .gguf
-        file, or a server URL) and append it to the session, shown in the Run tab; with `wait`, here
-        and now, returning the RunOutcome (None on an error, which the tab shows)."""
+        file, or a server URL), shown in the Run tab, not written to the session (`append_reply`
+        does that); with `wait`, here and now, returning the RunOutcome (None on an error, which the
+        tab shows)."""
         return self.run_tab.run(engine, max_new_tokens, wait)
+
+    def append_reply(self) -> str:
+        """Append the reply `generate` last showed to the session, as the Run tab's "Append this
+        reply" does; refused (said in the returned text) when the session changed since."""
+        return self.run_tab.append_reply()
 
     def export(self, out: str | None = None, wait: bool = True) -> Any:
         """Write the production bundle for the current settings (this session's turns as goldens) and
@@ -828,6 +895,7 @@ class Workbench:
             if self.follow_view is not None:
                 self._show_picker()          # back to what is still shown
         else:
+            self._forget_session()
             if self.follow_view is not None:
                 self.follow_view.attach(self.state)
                 self._show_picker()
@@ -835,12 +903,27 @@ class Workbench:
         self._compare_options()      # a snapshot pinned from the other session is not offered
         self.pickers.show()          # the note offers the model the new session's requests name
 
+    def _forget_session(self) -> None:
+        """Another session is open: what actions said of the last one goes (the app's `_session_bound`)."""
+        from .kv_panel import kv_html
+        from .semantic_panel import semantic_html
+        for w in (self.tools_error, self.variables_error, self.alert, self.export_status, self.kv_status,
+                  self.semantic_label_status, self.compare_status):
+            w.value = ""
+        self._prefill = None
+        self.kv.value = kv_html(None)
+        self.cache.value = "computing every turn…"
+        self.diff.value = ""
+        self.semantic_out.value = semantic_html(None)
+        self.run_tab.clear()
+
     def _custom(self, source: str) -> None:
         self.controller.choose(custom_source=source)
         self.pickers.show()          # a custom template overrides the model's: the note says so
 
     def _on_json(self, name: str, text: str, out: Any) -> None:
-        if text == self.state.field_text(name):
+        if text == self.state.field_text(name):   # back to what applies: its error (if any) is gone
+            out.value = ""
             return
         error = self.controller.set_json(name, text)
         out.value = f'<span class="wb-diag-error">{escape(error)}</span>' if error else ""

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import EditError, EngineError
 from ..segments import CONTENT_ID_BASE
 from ..sessions import is_output_item
+from ..templates.arguments import canonical
 
 if TYPE_CHECKING:
     from ..assembly import Assembler
@@ -58,6 +59,7 @@ class RunOutcome:
     remote: "RemoteGeneration | None" = None
     break_where: str = ""                  # the segment of the new prompt where reuse stopped
     break_tokens: tuple[str, str] = ("", "")   # the held token and the prompt's there, as text
+    synthetic: bool = False                # random weights (`tiny`): its words mean nothing
 
     def to_json(self) -> dict[str, Any]:
         out = {"engine": self.engine, "turn": self.turn, "text": self.text, "prompt_tokens": self.prompt_tokens,
@@ -164,7 +166,7 @@ class Runner:
                               check=check, on_token=on_token, keys=result.content_ids())
         out = RunOutcome(spec, job.turn, rep.text, rep.prompt_tokens, rep.completion_tokens, rep.reused_tokens,
                          rep.finish_reason, rep.prefill_ms + rep.decode_ms, engine.m.label,
-                         _assembled_with(asm), note, local=rep)
+                         _assembled_with(asm), note, local=rep, synthetic=spec in SYNTHETIC)
         if rep.break_at is not None and rep.break_at < rep.prompt_tokens:
             out.break_where = segment_at(result, rep.break_at)
             held = rep.held_token
@@ -190,9 +192,14 @@ class Runner:
         if tok_name is None:
             return view, ""
         template = REAL_TEMPLATES.get(spec, job.template)
-        asm = self._assemblers.get(f"{spec}\n{template}")
+        # The view's template arguments where the model renders with the view's template (another
+        # template may not read them, or read them otherwise).
+        kwargs = dict(view.config.template_kwargs) if template == job.template else {}
+        key = f"{spec}\n{template}\n{canonical(kwargs)}"
+        asm = self._assemblers.get(key)
         if asm is None:
-            asm = self._assemblers[f"{spec}\n{template}"] = Assembler(template=template, tokenizer=tok_name)
+            asm = self._assemblers[key] = Assembler(template=template, tokenizer=tok_name,
+                                                    **({"template_kwargs": kwargs} if kwargs else {}))
         note = (f"the model brings its own vocabulary: the prompt was assembled with it and the {template} "
                 f"template (the view shows {view.template.name})")
         return asm, note
@@ -260,6 +267,8 @@ RUN_CSS = """<style>
 .wb-run-status { color: #57606a; white-space: pre-wrap; word-break: break-word; }
 .wb-run-reused { color: #1a7f37; } .wb-run-break { background: #fff8c5; }
 .wb-run-error { color: #b42318; }
+.wb-run-synthetic { color: #9a6700; font-weight: 600; }
+.wb-run-reply-synthetic { border-left: 3px solid #d4a72c; padding-left: 6px; }
 </style>"""
 
 
@@ -272,8 +281,9 @@ def run_html(outcome: RunOutcome | None, *, status: str = "", error: str = "", a
     if outcome is None:
         if not (error or status):
             parts.append('<p class="wb-muted">Generate writes the next assistant reply to the session\'s last turn '
-                         'and appends it; add the next user message and Generate again to watch the engine '
-                         'reuse its KV cache.</p>')
+                         'and shows it here; "Append this reply" adds it to the session (nothing is written '
+                         'without that click). Then add the next user message and Generate again to watch the '
+                         'engine reuse its KV cache.</p>')
         parts.append("</div>")
         return "".join(parts)
     o = outcome
@@ -281,7 +291,12 @@ def run_html(outcome: RunOutcome | None, *, status: str = "", error: str = "", a
                  f'{escape(o.assembled_with)}</p>')
     if o.note:
         parts.append(f'<p class="wb-muted">{escape(o.note)}</p>')
-    parts.append(f'<pre class="wb-run-reply">{escape(o.text) or "(empty reply)"}</pre>')
+    if o.synthetic:
+        parts.append('<p class="wb-run-synthetic">Synthetic model (random weights): this reply means nothing. '
+                     'It shows the engine at work; appending it puts meaningless text in the session, which a '
+                     'real model would then imitate.</p>')
+    parts.append(f'<pre class="wb-run-reply{" wb-run-reply-synthetic" if o.synthetic else ""}">'
+                 f'{escape(o.text) or "(empty reply)"}</pre>')
     finish = "an end-of-turn token" if o.finish_reason == "stop" else "the token limit"
     parts.append(f'<p class="wb-run-figures"><b>{o.completion_tokens:,} tokens</b> generated in {o.ms:,.0f} ms, '
                  f'ended by {finish}.')

@@ -31,9 +31,10 @@ from ..assets import sample_sessions
 from ..budget import DEFAULT_CONTEXT_WINDOW
 from ..catalog import ModelEntry, lookup
 from ..conversation import Conversation, ModelParams
-from ..errors import BudgetError, BudgetSettingError, Cancelled, EditError, WorkbenchError
+from ..errors import BudgetError, BudgetSettingError, Cancelled, EditError, TemplateError, WorkbenchError
 from ..intake.responses import parse_responses_resumable
 from ..templates import DEFAULT_TEMPLATE, RenderLimits, from_source, get_template
+from ..templates.arguments import canonical, template_kwargs
 from ..truncation import STRATEGIES, TruncationPolicy
 from .budget_view import (
     NONE,
@@ -41,6 +42,7 @@ from .budget_view import (
     Overflow,
     explicit_reserve,
     explicit_window,
+    interleave,
     mark,
     parse_tokens,
     reserve_label,
@@ -123,6 +125,10 @@ class WorkbenchState:
         self.model: ModelEntry | None = None          # a catalog model (model_choice.py); None: none chosen
         self.model_error = ""                         # the last unknown model name's error, shown inline
         self.custom_source = ""
+        # The chat template's arguments (templates/arguments.py): a choice, like the template, not a
+        # field of the session file; part of the assembler (so of every cache key and bundle).
+        self.template_args: dict[str, Any] = {}
+        self.template_args_error = ""                 # why a share link's arguments were not applied
         self.policy = TruncationPolicy().strategy    # the truncation policy (budget_view.POLICIES)
         self.overflow: Overflow | None = None       # what the model will not see, struck in the token view
         self.overflow_pending = False                # assembled with defer_overflow: complete_overflow() to do
@@ -130,6 +136,7 @@ class WorkbenchState:
         self.result: AssemblyResult | None = None   # the last good one: what the views show
         self.shown = ""                              # which session, turn and template that was
         self.error = ""
+        self.custom_failed = False                   # the last error came from the custom template
         self.restored_at: float | None = None        # when the autosave this state restored was written
         self.generation = 0                          # bumps with every change of what is assembled
         self._assemblers: dict[tuple, Assembler] = {}
@@ -287,12 +294,17 @@ class WorkbenchState:
         self.turn = turn
 
     def choose(self, *, template: str | None = None, tokenizer: str | None = None,
-               custom_source: str | None = None, model: str | None = None) -> None:
-        """Switch model, template, tokenizer or custom template: every turn is assembled anew.
+               custom_source: str | None = None, model: str | None = None,
+               template_args: dict[str, Any] | None = None) -> None:
+        """Switch model, template, tokenizer, custom template or template arguments: every turn is
+        assembled anew. `template_args`: the whole set ({} none), checked as `--template-arg` is (a
+        bad one raises TemplateError and changes nothing); kept across template switches, as the
+        command line keeps them (a template that does not read one ignores it).
         `model`: a catalog name (id, alias, the name after `org/`) sets the template, tokenizer,
         window, KV shape and image rule together; "" none. It applies first, so a template or
         tokenizer given with it overrides the model's. An unknown name raises ModelNotFoundError
         (the closest names in its message) and changes nothing."""
+        args = template_kwargs(template_args, where="argument") if template_args is not None else None
         entry = lookup(model) if model is not None and model.strip() else None
         if model is not None:
             self.model, self.model_error = entry, ""
@@ -304,6 +316,8 @@ class WorkbenchState:
             self.tokenizer = tokenizer
         if custom_source is not None:
             self.custom_source = custom_source
+        if args is not None:
+            self.template_args, self.template_args_error = args, ""
         self._drop_all()
 
     def kv_choice(self, name: str | None = None) -> KVChoice:
@@ -326,14 +340,15 @@ class WorkbenchState:
         custom = self.custom_source.strip()
         policy = policy or self.policy
         model = self.model.id if self.model is not None else None
-        key = (self.template, self.tokenizer, custom, cw, res, policy, model)
+        key = (self.template, self.tokenizer, custom, cw, res, policy, model, canonical(self.template_args))
         asm = self._assemblers.get(key)
         if asm is None:
             tok = None if self.tokenizer == AUTO else self.tokenizer
             # A model also brings its image rule (the assembler's `model`, as `--model` gives it); the
             # template and tokenizer are the pickers' (the model's, or chosen by hand over it).
             budget = dict(context_window=cw, reserve=res, truncation=truncation_policy(policy),
-                          **({"model": model} if model is not None else {}))
+                          **({"model": model} if model is not None else {}),
+                          **({"template_kwargs": dict(self.template_args)} if self.template_args else {}))
             if custom:
                 # A custom template counts with the chosen tokenizer, else the selected template's.
                 # Typed in the box, reviewed by nobody: rendered in a worker process with a hard deadline.
@@ -409,8 +424,10 @@ class WorkbenchState:
                 self.overflow_pending = False
         except WorkbenchError as exc:
             self.error = str(exc)
+            # A template error while a custom template is in use: the host says it beside that box.
+            self.custom_failed = isinstance(exc, TemplateError) and bool(self.custom_source.strip())
             raise
-        self.result, self.error = result, ""
+        self.result, self.error, self.custom_failed = result, "", False
         with self._records_lock:
             if kept is not None and self.turn - 1 < len(self._records):
                 self._records[self.turn - 1] = TurnRecord(result, request)
@@ -419,9 +436,11 @@ class WorkbenchState:
 
     def _overflow(self, asm: Assembler, request: dict, kept: AssemblyResult | None, refused: BudgetError | None
                   ) -> tuple[AssemblyResult, Overflow | None]:
-        """The result to show and what of the whole prompt the model will not see: the messages the
-        policy drops, and past the input budget (no policy, or one that cannot fit it), the tokens
-        that overflow. The whole prompt comes from the same settings without truncation."""
+        """The result to show and the layout of what the model will not see. When the policy drops
+        messages: the prompt sent, `kept` (its summary slot included), with the dropped messages
+        struck at their place (`interleave`). With no policy, or one that cannot fit it: the whole
+        prompt, what the policy may drop and the tokens past the input budget struck (`mark`). The
+        whole prompt comes from the same settings without truncation."""
         b = kept.budget if kept is not None else None
         if kept is not None and b is not None and not kept.dropped and b.used <= b.input_budget:
             return kept, None
@@ -432,13 +451,14 @@ class WorkbenchState:
             if self._full_session is None or self._full_session.assembler is not full_asm:
                 self._full_session = full_asm.session()
             full = self._full_session.assemble(request)
+        if kept is not None and kept.dropped:
+            return kept, interleave(kept, full, policy=self.policy)
         budget = full.budget.input_budget
+        dropped, note = [], ""
         if refused is not None:
             dropped, note = unit_seqs(full, self.policy), f"{self.policy} truncation cannot fit it: {refused.message}"
-        else:
-            dropped, note = [d.seq for d in kept.dropped] if kept is not None else [], ""
         overflow = mark(full, asm.tokenizer, dropped=dropped, input_budget=budget, policy=self.policy,
-                        count_over=refused is not None or (kept is not None and not kept.dropped), refused=note)
+                        count_over=True, refused=note)
         return (kept if kept is not None else full), overflow
 
     def complete_overflow(self) -> bool:
@@ -594,7 +614,11 @@ class WorkbenchState:
         rec = self._records[k] if k < len(self._records) else None
         if rec is None:
             req = self.doc.request(k + 1)
-            rec = TurnRecord((sess if sess is not None else asm.session()).assemble(req), req)
+            try:
+                rec = TurnRecord((sess if sess is not None else asm.session()).assemble(req), req)
+            except WorkbenchError as exc:
+                # Said with its turn: the tabs over every turn show it, and the turn shown may be another.
+                raise WorkbenchError(f"turn {k + 1}: {exc.message}", hint=exc.hint) from exc
             self._keep(k, gen, rec)
         return rec
 
