@@ -1,7 +1,7 @@
 """Generation on the local engine (`tiny`: real torch forward passes over random weights, on the CPU):
 greedy decoding is deterministic, a warm KV cache changes nothing in the ids, the engine keeps the
 prompt and its reply, and the next turn reuses exactly their common prefix with the new prompt.
-The Run tab's Controller path appends the reply to the session; a remote engine is `workbench
+The Run tab's Controller path shows the reply and appends it on request (`append_reply`); a remote engine is `workbench
 serve-engine` started as a subprocess."""
 
 from __future__ import annotations
@@ -158,8 +158,9 @@ def test_generate_appends_the_reply_and_the_next_turn_reports_its_reuse() -> Non
     n, turns = len(s.doc.messages(s.turn)), s.doc.turn_count
     result, error, progress = run(c, "tiny")
     assert error == "" and result is not None
-    outcome, appended = result  # type: ignore[misc]
-    assert appended == f"appended to the session as message {n} (assistant)"
+    outcome, generation = result  # type: ignore[misc]
+    assert len(s.doc.messages(s.turn)) == n and not s.doc.dirty      # shown, not written
+    assert c.append_reply(outcome.text, generation) == f"appended to the session as message {n} (assistant)"
     msgs = s.doc.messages(s.turn)
     assert len(msgs) == n + 1 and msgs[-1] == {"role": "assistant", "content": outcome.text}
     assert s.doc.dirty and s.doc.turn_count == turns + 1 and s.turn == turns + 1
@@ -220,10 +221,11 @@ def test_a_remote_server_generates_the_same_reply_and_reports_its_cache(server: 
     assert first.text == local.text and first.completion_tokens == 5 and first.finish_reason == "length"
     again = remote.generate(prompt, 5)
     assert again.text == first.text and again.cached_tokens == len(prompt) - 1
-    # Through the Run tab's path: the reply is appended, the server's cache figure shown.
+    # Through the Run tab's path: the reply is appended on request, the server's cache figure shown.
     c = controller()
     result, error, _ = run(c, server, 4)
     assert error == ""
-    outcome = result[0]  # type: ignore[index]
+    outcome, generation = result  # type: ignore[misc]
+    c.append_reply(outcome.text, generation)
     assert c.state.doc.messages(c.state.turn)[-1]["content"] == outcome.text
     assert outcome.reused_tokens is not None and f"{outcome.reused_tokens:,} reused" in run_html(outcome)

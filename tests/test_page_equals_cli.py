@@ -154,8 +154,9 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
         assert row[2] == f"{got['hit_ratio']:.1%}", (sim.provider, row, got["hit_ratio"])
         if turn["cached_tokens"] == 0:
             assert turn["why"] and escape_html(turn["why"]) in app.cache.object
-    # KV: the paged view's rows.
+    # KV: the paged view's rows (drawn when its tab opens).
     kv = refused
+    app.tabs.active = app._tab_names.index("KV")
     table = Tables(app.kv.object).tables["wb-kv-table"][1:]
     for row in table:                        # a zero shared count says why beside it: "0 (the first turn…)"
         figure, _, why = row[3].partition(" ")

@@ -71,6 +71,7 @@ def count(n: int) -> re.Pattern[str]:
 def test_setting_an_argument_in_the_page_gives_the_cli_count(pages, server: AppServer,  # type: ignore[no-untyped-def]
                                                              counts: dict[str, int]) -> None:
     page = pages()
+    page.locator(".bk-tab", has_text="Template arguments").first.click()
     summary = page.locator(".wb-template-args-summary")
     expect(summary).to_contain_text("this template reads no arguments", timeout=UPDATE_MS)   # qwen2.5
     page.get_by_label("Template", exact=True).select_option("qwen3")
@@ -102,6 +103,7 @@ def test_setting_an_argument_in_the_page_gives_the_cli_count(pages, server: AppS
     expect(link_box).to_have_value(re.compile(r"\?state=[A-Za-z0-9_-]+$"), timeout=UPDATE_MS)
     other = pages(link_box.input_value())
     expect(total(other)).to_contain_text(count(counts["false"]), timeout=UPDATE_MS)
+    other.locator(".bk-tab", has_text="Template arguments").first.click()
     expect(other.get_by_label("enable_thinking", exact=True)).to_have_value("false")
     expect(other.get_by_label("Template", exact=True)).to_have_value("qwen3")
 

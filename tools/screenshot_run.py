@@ -51,14 +51,17 @@ def shoot(out: Path, engine: str = "tiny") -> None:
                 run = page.locator(".wb-run")
                 page.get_by_label("Engine").select_option(ENGINES[engine])
                 page.get_by_label("Max new tokens").fill("12")
+                append = page.get_by_role("button", name="Append this reply to the session")
                 page.get_by_role("button", name="Generate", exact=True).click()
-                expect(run.locator(".wb-run-appended")).to_be_visible(timeout=GENERATE_MS)
+                append.click(timeout=GENERATE_MS)       # a reply is written to the session on this click only
+                expect(run.locator(".wb-run-appended")).to_be_visible(timeout=10_000)
                 page.get_by_role("button", name="+ add").click()
                 page.locator(".wb-me-row").last.locator("textarea[data-field=content]").fill(
                     "Thanks. And why is that?")
                 expect(page.locator(".wb-token-view")).to_contain_text("And why is that?", timeout=10_000)
                 page.get_by_role("button", name="Generate", exact=True).click()
-                expect(run.locator(".wb-run-appended")).to_contain_text("message 6", timeout=GENERATE_MS)
+                append.click(timeout=GENERATE_MS)
+                expect(run.locator(".wb-run-appended")).to_contain_text("message 6", timeout=10_000)
                 # the summary views follow the append a moment later (SUMMARY_MS): shot once they have
                 expect(page.locator(".wb-file-status")).to_contain_text("4 turns", timeout=10_000)
                 expect(page.locator(".wb-app-header")).not_to_contain_text("118 tokens", timeout=10_000)

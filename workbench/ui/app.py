@@ -597,9 +597,14 @@ class WorkbenchApp:
         self._build_share(share_error)
         files = pn.Row(self.save_button, self.revert_button, self.overwrite_button, self.undo_button, self.redo_button,
                        self.share_button, sizing_mode="stretch_width")
+        # Rendered when opened (dynamic): the template arguments' boxes are made anew for each template,
+        # and new widgets in the page make the browser lay out the whole page again (400 ms on the
+        # 1,000-message session's token view, on every template switch).
         extra = pn.Tabs(("Custom template", pn.Column(self.custom, self.custom_alert, sizing_mode="stretch_width")),
+                        ("Template arguments", self.template_args.layout),
                         ("Tools", pn.Column(self.tools_alert, self.tools)),
-                        ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width")
+                        ("Variables", pn.Column(self.variables_alert, self.variables)), sizing_mode="stretch_width",
+                        dynamic=True)
         controls = pn.Column(pn.pane.HTML("<h2>Prompt Workbench</h2>"), self.session_select, self.follow_status,
                              "Or open a session file:", self.upload, self.save_path, files, self.file_status,
                              self.share_box,
@@ -609,7 +614,6 @@ class WorkbenchApp:
                              self.model_select, self.pickers.note,
                              pn.Row(self.turn_select, self.template_select, self.tokenizer_select),
                              self.budget_controls.layout,
-                             self.template_args.layout,
                              "#### Messages", self.editor, extra, width=520)
         kv = pn.Column(wrapping(self.kv_config, self.kv_run, self.kv_cancel), self.kv_status, self.kv, self.kv_chart,
                        sizing_mode="stretch_width")
@@ -638,7 +642,8 @@ class WorkbenchApp:
         self.controller.views = NEEDS.get(names[tabs.active], frozenset())
         tabs.param.watch(lambda e: self.controller.set_views(NEEDS.get(names[e.new], frozenset())), "active")
         tabs.param.watch(lambda e: self.comparer.set_open(names[e.new] == "Compare"), "active")
-        self.tabs = tabs
+        tabs.param.watch(lambda e: names[e.new] == "KV" and self._kv_stale and self._show_kv(), "active")
+        self.tabs, self._tab_names, self._kv_stale = tabs, names, False
         self.controller.refresh()
         self.controller.request_panels()
         if follow is not None:
@@ -953,7 +958,11 @@ class WorkbenchApp:
             self.cache_chart.object = panels.cache_figure
             if self._prefill is not None and self._prefill[0] != (panels.generation, panels.turn):
                 self._prefill = None        # it was for another prompt
-            self._show_kv()
+            # The KV tab's table is drawn when it is open (or opened): its paged view hashes every
+            # turn's blocks, which a switch on the Cache tab would otherwise wait for.
+            self._kv_stale = True
+            if self.tabs.active == self._tab_names.index("KV"):
+                self._show_kv()
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.fix_bar.update(panels.prefix_diff)
@@ -1132,6 +1141,7 @@ class WorkbenchApp:
             self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
 
     def _show_kv(self, note: str = "") -> None:
+        self._kv_stale = False
         p, kv = self.controller.last_panels, self.pickers.kv_choice()
         self.kv.object = kv_html(p, kv.config, self._prefill[1] if self._prefill else None, note, kv.note)
         self.kv_chart.object = kv_figure(p, kv.config)

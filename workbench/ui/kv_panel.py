@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -41,11 +42,22 @@ def block_size_of(panels: "Panels") -> int:
     return int(getattr(sim.params, "block_size", 0) or BLOCK_SIZE) if sim is not None else BLOCK_SIZE
 
 
+# The last panels' paged view, by block size: the blocks do not depend on the model shape, only the
+# bytes do, so the table, the chart and another shape picked reuse it (hashing every turn's blocks
+# takes half a second on the 1,000-message session).
+_last: dict[str, Any] = {}
+
+
 def paged_turns(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG,
                 block_size: int | None = None) -> list[PagedTurn]:
     """The paged view of every turn the simulators saw, each with the reply the engine holds after
     it. Empty until the turns are computed (the cache part)."""
-    return paged_view(panels.prompts, _config(config), block_size or block_size_of(panels))
+    cfg, bs = _config(config), block_size or block_size_of(panels)
+    if _last.get("panels") is not panels or _last.get("block_size") != bs:
+        _last.update(panels=panels, block_size=bs, turns=paged_view(panels.prompts, cfg, bs))
+    # The bytes under this shape, as paged_view computes them (held: held blocks of block_size tokens).
+    return [replace(t, kv_bytes=cfg.bytes_for(t.tokens), held_bytes=t.held_blocks * bs * cfg.bytes_per_token)
+            for t in _last["turns"]]
 
 
 def paged_rows(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG,
