@@ -58,6 +58,9 @@ def test_overflow_is_struck_through_and_bad_values_show_inline(browser, server: 
         total = sum(int(re.search(r"(\d+) tokens \[", t).group(1)) for t in labels)  # type: ignore[union-attr]
         assert total == struck, labels                                         # the struck segments hold those tokens
 
+        # The summary line follows (SUMMARY_MS later): the same input budget, over by the same tokens.
+        expect(page.locator(".wb-app-header")).to_contain_text(re.compile(rf"/1500 · over by {struck}\b"),
+                                                               timeout=UPDATE_MS)
         if os.environ.get("WORKBENCH_SCREENSHOTS") == "1":     # docs/workbench.md's picture
             # Segments above lay out as they come into view (content-visibility): scroll until it holds.
             over.first.evaluate("""async (e) => { const v = e.closest('.wb-token-view');
