@@ -579,7 +579,7 @@ class WorkbenchApp:
         self.save_button.on_click(lambda _e: self._save())
         self.overwrite_button.on_click(lambda _e: self._save(overwrite=True))
         self.save_path.param.watch(lambda _e: self._unconfirm(), "value")
-        self.kv_config.param.watch(lambda _e: self._show_kv(), "value")
+        self.kv_config.param.watch(lambda _e: self._kv_when_open(), "value")
         self.export_button.on_click(lambda _e: self._export())
         self.replace_button.on_click(lambda _e: self._export(overwrite=True))
         self.export_path.param.watch(lambda _e: self.replace_button.param.update(visible=False), "value")
@@ -929,7 +929,7 @@ class WorkbenchApp:
 
     def _chosen(self) -> None:
         """A model, template or tokenizer was chosen: the KV tab's shape and the summary line follow."""
-        self._show_kv()
+        self._kv_when_open()
         if self.view.header:
             self.header.object = self._header()
 
@@ -960,9 +960,7 @@ class WorkbenchApp:
                 self._prefill = None        # it was for another prompt
             # The KV tab's table is drawn when it is open (or opened): its paged view hashes every
             # turn's blocks, which a switch on the Cache tab would otherwise wait for.
-            self._kv_stale = True
-            if self.tabs.active == self._tab_names.index("KV"):
-                self._show_kv()
+            self._kv_when_open()
         if "diff" in panels.parts:
             self.diff.object = prefix_diff_html(panels.prefix_diff, panels.turn)
             self.fix_bar.update(panels.prefix_diff)
@@ -1139,6 +1137,14 @@ class WorkbenchApp:
             return
         if self.export_button.disabled:   # still running (a background export): say so meanwhile
             self.export_status.object = '<div class="wb-export">exporting: every turn assembled, then verified…</div>'
+
+    def _kv_when_open(self) -> None:
+        """The KV tab's table and chart now if the tab is open, else when it opens: its paged view hashes
+        every turn's blocks (half a second on the 1,000-message session), on the page's thread."""
+        self._kv_stale = True
+        tabs = getattr(self, "tabs", None)           # (a choice made while the page is being built)
+        if tabs is not None and tabs.active == self._tab_names.index("KV"):
+            self._show_kv()
 
     def _show_kv(self, note: str = "") -> None:
         self._kv_stale = False
