@@ -11,7 +11,10 @@ session file with the same options. Per tab:
 - Cache: each provider's cached tokens on the selected turn and its hit ratio (and a zero's reason);
 - KV: each row of the paged view (tokens, blocks, shared, new, KV and held bytes);
 - Prefix diff and Teach: where the turn diverges from what the engine held, and the tokens reused;
+- Compare (B: another template): each side's total and each provider's cached tokens;
 - Diagnostics: the codes of the warnings and errors.
+The Semantic and Run tabs run a model (an embedder, an engine) and print no CLI JSON of their own;
+they are checked by their own tests.
 """
 
 from __future__ import annotations
@@ -177,6 +180,24 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
         assert (reuse.data["reused_tokens"], reuse.data["held_tokens"]) == (turn["reused_tokens"],
                                                                              turn["held_tokens"])
         assert f"{turn['reused_tokens']:,}" in reuse.html or str(turn["reused_tokens"]) in reuse.html
+    # Compare (B: another template): each side's total, and each provider's cached tokens this turn.
+    app.tabs.active = app._tab_names.index("Compare")
+    other = "qwen3" if state.template != "qwen3" else "qwen2.5"      # side B: another template
+    app.comparer.choose(kind="template", value=other)
+    html = app.compare_out.object
+    counts = Tables(html).tables["wb-cmp-counts"]
+    sides = [(state.template, counts[1][1]), (other, counts[1][2])]
+    caches = {r[0]: r for r in Tables(html).tables["wb-cmp-cache-table"][1:]}
+    for k, (template, shown_total) in enumerate(sides):
+        side = cli(capsys, "render", path, "--template", template, *opts)
+        assert isinstance(side, dict), side
+        assert shown_total == f"{side['total_tokens']:,}", (template, shown_total, side["total_tokens"])
+        for provider in ("openai", "anthropic", "vllm"):
+            got = cli(capsys, "simulate", path, "--template", template, "--provider", provider, "--breakpoints",
+                      "auto", *opts)
+            assert isinstance(got, dict), got
+            assert caches[provider][3 + k] == f"{got['turns'][state.turn - 1]['cached_tokens']:,}", \
+                (template, provider, caches[provider])
 
 
 def refusal(text: str) -> tuple[int, ...] | None:

@@ -36,6 +36,7 @@ from ..errors import Cancelled, WorkbenchError
 from ..segments import Segment
 from ..templates import RenderLimits, from_source, get_template
 from ..templates.arguments import canonical
+from .budget_view import truncation_policy
 from .document import SessionDocument
 from .state import AUTO, WorkbenchState
 
@@ -57,6 +58,7 @@ class Side:
     doc_key: Any = None              # equal keys: the same document contents (reuse of cache figures)
     model: str | None = None         # the live state's catalog model (its window and image rule), both sides
     args: str = ""                   # the live state's template arguments, canonical JSON ("" none), both sides
+    policy: str = ""                 # the live state's truncation policy ("" the default), both sides
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ def assembler_for(side: Side, context_window: int | None = None) -> Assembler:
     model: dict[str, Any] = {"model": side.model} if side.model else {}
     if side.args:
         model["template_kwargs"] = json.loads(side.args)
+    if side.policy:                  # as the live view truncates (the summary line and the Cache tab's figures)
+        model["truncation"] = truncation_policy(side.policy)
     if side.custom.strip():
         return Assembler(template=from_source(side.custom, "custom"),
                          tokenizer=tok or get_template(side.template).tokenizer, context_window=context_window,
@@ -297,12 +301,13 @@ class CacheFigures:
     same as last time keep their result (an edit re-assembles from the first turn it touched)."""
 
     def __init__(self) -> None:
-        self._held: dict[tuple[str, str, str, int | None, str, str | None, str], _Turns] = {}
+        self._held: dict[tuple[str, str, str, int | None, str, str | None, str, str], _Turns] = {}
 
     def simulations(self, side: Side, check: Callable[[], None] | None = None,
                     progress: Callable[[str, int, int], None] | None = None,
                     providers: tuple[str, ...] = PROVIDERS) -> tuple[Simulation, ...]:
-        key = (side.template, side.tokenizer, side.custom, _window(side.doc), side.version, side.model, side.args)
+        key = (side.template, side.tokenizer, side.custom, _window(side.doc), side.version, side.model, side.args,
+               side.policy)
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = _Turns(assembler_for(side, key[3]))
@@ -406,13 +411,14 @@ def sides(state: WorkbenchState, choice: Choice) -> tuple[Side, Side]:
     model = state.model.id if state.model is not None else None
     args = canonical(state.template_args) if state.template_args else ""
     a = Side(f"A: {_settings(state.template, state.tokenizer, state.custom_source)} · edited", doc, state.template,
-             state.tokenizer, state.custom_source, "edited", ("live", state.generation), model, args)
+             state.tokenizer, state.custom_source, "edited", ("live", state.generation), model, args, state.policy)
     if choice.kind == "template":
         return a, Side(f"B: {_settings(choice.value, state.tokenizer, '')} · edited", doc, choice.value,
-                       state.tokenizer, "", "edited", a.doc_key, model, args)
+                       state.tokenizer, "", "edited", a.doc_key, model, args, state.policy)
     if choice.kind == "tokenizer":
         return a, Side(f"B: {_settings(state.template, choice.value, state.custom_source)} · edited", doc,
-                       state.template, choice.value, state.custom_source, "edited", a.doc_key, model, args)
+                       state.template, choice.value, state.custom_source, "edited", a.doc_key, model, args,
+                       state.policy)
     pinned = choice.pinned_for(state)
     if choice.value == PINNED and pinned is not None:
         other, version = pinned, f"pinned at {time.strftime('%H:%M:%S', time.localtime(choice.pinned_at))}"
@@ -422,7 +428,8 @@ def sides(state: WorkbenchState, choice: Choice) -> tuple[Side, Side]:
         raise WorkbenchError("no other version to compare with",
                              hint="save the session, or pin this version first (Pin)")
     return a, Side(f"B: {_settings(state.template, state.tokenizer, state.custom_source)} · {version}", other,
-                   state.template, state.tokenizer, state.custom_source, version, ("doc", id(other)), model, args)
+                   state.template, state.tokenizer, state.custom_source, version, ("doc", id(other)), model, args,
+                   state.policy)
 
 
 def _settings(template: str, tokenizer: str, custom: str) -> str:
