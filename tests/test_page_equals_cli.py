@@ -196,8 +196,10 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
             got = cli(capsys, "simulate", path, "--template", template, "--provider", provider, "--breakpoints",
                       "auto", *opts)
             assert isinstance(got, dict), got
-            assert caches[provider][3 + k] == f"{got['turns'][state.turn - 1]['cached_tokens']:,}", \
-                (template, provider, caches[provider])
+            turn_got = got["turns"][state.turn - 1]
+            assert caches[provider][3 + k] == f"{turn_got['cached_tokens']:,}", (template, provider, caches[provider])
+            if turn_got["cached_tokens"] == 0:            # a zero says why, the reason simulate prints
+                assert escape_html(turn_got["why"]) in html, (template, provider)
 
 
 def refusal(text: str) -> tuple[int, ...] | None:

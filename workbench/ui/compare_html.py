@@ -128,7 +128,11 @@ def _figures(sa: "Simulation | None", sb: "Simulation | None", a: SideResult, b:
     """One provider's hit ratio, this turn's cached tokens and the session's cost, A then B."""
     def cached(sim: "Simulation | None", side: SideResult) -> str:
         turns = sim.turns if sim is not None else ()
-        return f"{turns[side.turn - 1].cached_tokens:,}" if 0 < side.turn <= len(turns) else "–"
+        if not 0 < side.turn <= len(turns):
+            return "–"
+        t = turns[side.turn - 1]      # a zero says why, as on the Cache tab (the simulator's reason)
+        return f"{t.cached_tokens:,}" + (f'<div class="wb-why">{escape(t.why)}</div>' if not t.cached_tokens and t.why
+                                         else "")
 
     hit = [f"{s.hit_ratio:.1%}" if s else "–" for s in (sa, sb)]
     cost = [f"${s.total_cost:.4f}" if s else "–" for s in (sa, sb)]
