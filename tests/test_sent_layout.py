@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from workbench.assembly.truncate import SLOT_SEQ
 from workbench.cli.main import main
+from workbench.segments import originals
 from workbench.ui.budget_view import DROPPED, OVER, POLICIES, SUMMARY
 from workbench.ui.document import SessionDocument
 from workbench.ui.state import WorkbenchState, sample_sessions
@@ -72,8 +73,8 @@ def check_view(patch: Patch, result: Any, overflow: Any) -> dict[str, int]:
         assert unstruck == patch.header["total_tokens"] == b.used
     summaries = [m for m, _ in segs if m.get("summary")]
     assert all(m["seq"] == SLOT_SEQ and "struck" not in m for m in summaries)
-    if overflow is not None:
-        assert patch.header["segments"] == len(overflow.segments)
+    # The header counts the segments of the prompt sent, not those of the layout (struck ones included).
+    assert patch.header["segments"] == len(originals(result.segments))
     return {"unstruck": unstruck, "over": over, "dropped": len(dropped), "summaries": len(summaries)}
 
 
