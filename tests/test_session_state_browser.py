@@ -55,17 +55,17 @@ DEEP_TEXT = """el => { const t = (n) => {
   return s; }; return t(el); }"""
 
 
-def bound(page) -> list[tuple[str, bool, str]]:  # type: ignore[no-untyped-def]
-    """Each session-bound element: its classes, whether it shows, and its text."""
+def bound(page) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
+    """Each session-bound element in the page (by its `wb-bound-K` name): whether it shows, and its text."""
     els = page.locator(".wb-session-bound")
-    out = []
+    out = {}
     for k in range(els.count()):
         el = els.nth(k)
-        classes = " ".join(c for c in (el.get_attribute("class") or "").split() if c.startswith("wb-"))
+        name = next(c for c in (el.get_attribute("class") or "").split() if c.startswith("wb-bound-"))
         # Its own display, not whether its tab is the one open: a Run tab's reply counts while the
         # Tokens tab shows.
         shown = el.evaluate("e => getComputedStyle(e).display !== 'none'")
-        out.append((classes, shown, " ".join(el.evaluate(DEEP_TEXT).split()) if shown else ""))
+        out[name] = (shown, " ".join(el.evaluate(DEEP_TEXT).split()) if shown else "")
     return out
 
 
@@ -124,15 +124,18 @@ def test_switching_session_leaves_nothing_of_the_previous_one(browser, server: A
         fresh = open_page(browser, server.url, errors, step_ms=STEP_MS, first_ms=FIRST_VIEW_MS)
         try:
             expect(fresh.locator(".wb-file-status")).to_contain_text(B, timeout=STEP_MS)
+            # The same tab open below the editor (its row of tabs draws the open one only).
+            fresh.locator(".bk-tab", has_text="Tools").first.click()
+            expect(fresh.get_by_label("Tool schemas (JSON list)")).to_be_visible()
             want = bound(fresh)
         finally:
             fresh.context.close()
         assert len(want) >= 15, want           # the model covers the status lines, alerts and outputs
         after = bound(page)
-        assert after == want, [(a, w) for a, w in zip(after, want) if a != w]
+        assert after == want, {k: (after.get(k), want.get(k)) for k in {*after, *want} if after.get(k) != want.get(k)}
         # ...and the switch had something to clear: what A's actions put on screen.
-        changed = [b for b, w in zip(before, want) if b != w]
-        assert len(changed) >= 4, "\n".join(map(str, before))
+        changed = [k for k in want if before.get(k) != want[k]]
+        assert len(changed) >= 4, before
         assert page.locator(".wb-share-link input").input_value() == ""
     finally:
         page.context.close()

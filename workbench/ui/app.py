@@ -635,8 +635,8 @@ class WorkbenchApp:
                                  "align-self": "flex-start", "max-height": "100vh", "overflow-y": "auto"})
         self.layout = pn.Row(controls, main, sizing_mode="stretch_width")
         self._file_status()
-        for element, _reset in self._session_bound():
-            element.css_classes = [*element.css_classes, "wb-session-bound"]
+        for k, (element, _reset) in enumerate(self._session_bound()):
+            element.css_classes = [*element.css_classes, "wb-session-bound", f"wb-bound-{k}"]
         # The slower panels are computed for the open tab only (the Tokens tab needs none).
         names = [name for name, _ in pages]
         self.controller.views = NEEDS.get(names[tabs.active], frozenset())
