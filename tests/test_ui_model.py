@@ -321,6 +321,7 @@ def test_the_apps_pickers_follow_a_model_and_say_an_unknown_one(tmp_path: Path) 
     app.model_select.value = "gpt-4o"                                   # a choice in the page
     assert (app.state.template, app.template_select.value, app.kv_config.value) == ("gpt-oss", "gpt-oss", "Llama-3-8B")
     app.controller.run_panels(frozenset({"cache"}))                     # what the KV tab waits for
+    app.tabs.active = app._tab_names.index("KV")                        # drawn when its tab is open
     assert "GPT-4o" in app.header.object and "KV shape of Llama-3-8B (the model&#x27;s own is not public)" in \
         app.kv.object
     app.template_select.value = "chatml"                                # by hand, over the model
