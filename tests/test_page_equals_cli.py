@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from html import unescape
+from html import escape, unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
         assert any(s[2] == -1 for s in want) == (policy == "summary-slot" and bool(rendered.get("dropped")))
         # Diagnostics: each one the CLI prints, with its message.
         for d in rendered["diagnostics"]:
-            assert d["code"] in app.diagnostics.object and escape_html(d["message"]) in app.diagnostics.object, d
+            assert d["code"] in app.diagnostics.object and escape(d["message"]) in app.diagnostics.object, d
     refused = cli(capsys, "kv", path, *opts)
     if isinstance(refused, str):
         # A turn of the session cannot be fitted: every command over the whole session refuses, and
@@ -156,7 +156,7 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
         assert row[1] == f"{turn['cached_tokens']:,}", (sim.provider, row, turn)
         assert row[2] == f"{got['hit_ratio']:.1%}", (sim.provider, row, got["hit_ratio"])
         if turn["cached_tokens"] == 0:
-            assert turn["why"] and escape_html(turn["why"]) in app.cache.object
+            assert turn["why"] and escape(turn["why"]) in app.cache.object
     # KV: the paged view's rows (drawn when its tab opens).
     kv = refused
     app.tabs.active = app._tab_names.index("KV")
@@ -199,7 +199,7 @@ def test_every_tab_shows_what_the_cli_prints(name: str, policy: str, tmp_path: P
             turn_got = got["turns"][state.turn - 1]
             assert caches[provider][3 + k] == f"{turn_got['cached_tokens']:,}", (template, provider, caches[provider])
             if turn_got["cached_tokens"] == 0:            # a zero says why, the reason simulate prints
-                assert escape_html(turn_got["why"]) in html, (template, provider)
+                assert escape(turn_got["why"]) in html, (template, provider)
 
 
 def refusal(text: str) -> tuple[int, ...] | None:
@@ -227,8 +227,3 @@ def sent_segments(app: Any, over: bool) -> list[dict[str, Any]]:
             out.append({"start": s.start, "end": s.end, "seq": s.seq, "kind": s.kind})
         before = flag
     return out
-
-
-def escape_html(text: str) -> str:
-    from html import escape
-    return escape(text)

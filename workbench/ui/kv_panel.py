@@ -53,11 +53,14 @@ def paged_turns(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG,
     """The paged view of every turn the simulators saw, each with the reply the engine holds after
     it. Empty until the turns are computed (the cache part)."""
     cfg, bs = _config(config), block_size or block_size_of(panels)
-    if _last.get("panels") is not panels or _last.get("block_size") != bs:
-        _last.update(panels=panels, block_size=bs, turns=paged_view(panels.prompts, cfg, bs))
+    # One tuple, read and replaced whole: pages of one server (and a notebook's worker) never see
+    # another panels' turns under these panels.
+    memo = _last.get("paged")
+    if memo is None or memo[0] is not panels or memo[1] != bs:
+        memo = _last["paged"] = (panels, bs, paged_view(panels.prompts, cfg, bs))
     # The bytes under this shape, as paged_view computes them (held: held blocks of block_size tokens).
     return [replace(t, kv_bytes=cfg.bytes_for(t.tokens), held_bytes=t.held_blocks * bs * cfg.bytes_per_token)
-            for t in _last["turns"]]
+            for t in memo[2]]
 
 
 def paged_rows(panels: "Panels", config: str | KVConfig = DEFAULT_KV_CONFIG,
