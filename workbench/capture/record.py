@@ -183,6 +183,7 @@ class Recorder:
         error: str | None = None
         first_byte: float | None = None
         length: int | None = None        # the upstream's Content-Length, when it sent one
+        delivered = False                # the client has been sent a whole reply (its last event or byte)
         try:
             async with self._session.request(request.method, url, headers=headers, data=body,
                                              allow_redirects=False) as up:
@@ -207,24 +208,33 @@ class Recorder:
                         if kept_size <= LOGGED_RESPONSE_CAP:
                             kept.append(chunk)
                     await out.write(chunk)
+                    delivered = _whole(assembler, length, kept_size)
                 if decoder is not None and assembler is not None:
                     for ev in decoder.close():
                         assembler.add(ev)
+                delivered = _whole(assembler, length, kept_size)     # every chunk is written by now
                 await out.write_eof()
         except asyncio.CancelledError:
             # The client went away: leaving the `async with` closed the upstream call. Logged, then
             # the cancellation goes on. An SDK closes its connection as soon as it has read the
             # stream's last event ([DONE], message_stop, response.completed) or the whole body,
             # which may be before the upstream's end reaches here: that reply is whole.
-            whole = (assembler.finished if assembler is not None
-                     else length is not None and kept_size >= length)
-            if not whole:
+            if not delivered:
                 self.stats.counts["client_gone"] += 1
             if parsed is not None and api is not None:
                 self._log(cid, how, stamp, started, first_byte, api, parsed, status, assembler, kept,
-                          kept_size, request, error=None if whole else "the client went away before the reply ended")
+                          kept_size, request,
+                          error=None if delivered else "the client went away before the reply ended")
             raise
         except (ConnectionResetError, ClientError, TimeoutError) as exc:
+            if delivered and isinstance(exc, ConnectionResetError):
+                # The same race seen from the other side: the SDK closed after the last event while
+                # the rest (the chunked body's end) was being written. The client has its reply.
+                if parsed is not None and api is not None:
+                    self._log(cid, how, stamp, started, first_byte, api, parsed, status, assembler, kept,
+                              kept_size, request, error=None)
+                assert out is not None
+                return out
             error = _describe(exc)
             kind = "upstream_timeout" if isinstance(exc, TimeoutError) else \
                 "client_gone" if isinstance(exc, ConnectionResetError) else "upstream_error"
@@ -292,6 +302,11 @@ class Recorder:
         record = {"timestamp": stamp, "unrecorded": {"reason": reason, "api": api, "path": request.path,
                                                      "bytes": size, "status": status}}
         self._write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+
+
+def _whole(assembler: StreamAssembler | None, length: int | None, kept_size: int) -> bool:
+    """Whether what has passed is a whole reply: a stream's last event, or a body's every byte."""
+    return assembler.finished if assembler is not None else length is not None and kept_size >= length
 
 
 def _error(status: int, kind: str, message: str, hint: str | None = None) -> web.Response:
