@@ -13,6 +13,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser import AppServer, serving
@@ -96,6 +97,11 @@ def test_only_the_apps_own_origins_may_open_it() -> None:
     assert not _origin_allowed("null", allowed) and not _origin_allowed("", allowed)
     assert _origin_allowed("http://10.0.0.2:5006", ["*:5006"])
     assert _origin_allowed("http://[::1]:5006", ["[::1]:5006"]) and _origin_allowed("http://[::1]:5006", ["::1:5006"])
+    for bad in MALFORMED_ORIGINS:                # refused, not a ValueError (an HTTP 500 with a traceback)
+        assert not _origin_allowed(bad, allowed + ["*:5006"])
+
+
+MALFORMED_ORIGINS = ["http://127.0.0.1:5006.evil.com", "http://[::1", "http://127.0.0.1:99999", "http://[::1]:x"]
 
 
 # ------------------------------------------------------------------------------ the door, a real server
@@ -128,6 +134,16 @@ async def _knock(url: str, origin: str, first: str | None) -> tuple[str, object]
 
 def test_another_origin_is_refused_at_the_handshake(server: AppServer) -> None:
     assert asyncio.run(_knock(channel_url(server), "http://evil.example", None)) == ("refused", 403)
+
+
+@pytest.mark.parametrize("origin", MALFORMED_ORIGINS)
+def test_a_malformed_origin_is_a_403_without_a_traceback(server: AppServer, origin: str) -> None:
+    """On this channel and on Bokeh's own websocket (Tornado parses the Origin before either's check
+    and raised on these: an HTTP 500 and a traceback)."""
+    before = server.stderr(None).count("Traceback")
+    for url in (channel_url(server), channel_url(server).removesuffix("/wb-channel") + "/ws"):
+        assert asyncio.run(_knock(url, origin, None)) == ("refused", 403)
+    assert server.stderr(None).count("Traceback") == before
 
 
 @pytest.mark.parametrize("hello", [
@@ -231,7 +247,10 @@ def send_raw(page, text: str) -> None:  # type: ignore[no-untyped-def]
 
 
 BAD_SPLICE = {"type": "op", "op": {"op": "splice", "index": 99999, "field": "content", "at": 0, "remove": 0,
-                                   "text": "x", "length": 0, "n": 10**6}}
+                                   "text": "x", "length": 0, "n": 10**4}}
+# An operation numbered far past the page's own sequence: accepted, it would make every later
+# edit look old (silently ignored); refused, the page goes on editing.
+FAR_AHEAD = {"type": "op", "op": {"op": "set", "index": 0, "field": "content", "value": "x", "n": 2**70}}
 
 
 @pytest.mark.parametrize("frame, code", [
@@ -240,7 +259,8 @@ BAD_SPLICE = {"type": "op", "op": {"op": "splice", "index": 99999, "field": "con
     ('{"type": "op", "op": "set everything"}', "bad-frame"),
     (json.dumps(BAD_SPLICE), "unknown-message"),
     ("x" * (MAX_FRAME + 10), "too-large"),
-], ids=["not-json", "unknown-type", "op-not-object", "unknown-message", "oversized"])
+    (json.dumps(FAR_AHEAD), "bad-frame"),
+], ids=["not-json", "unknown-type", "op-not-object", "unknown-message", "oversized", "op-far-ahead"])
 def test_a_hostile_frame_is_refused_inline_and_typing_goes_on(page, frame: str, code: str) -> None:  # type: ignore[no-untyped-def]
     assert sockets_open(page, [1, 1]) == [1, 1]
     send_raw(page, frame)
@@ -272,7 +292,7 @@ def test_an_out_of_sync_splice_is_answered_with_the_whole_value(page) -> None:  
     index = int(page.locator(".wb-me-row").last.get_attribute("data-index") or -1)
     # A splice as if from a stale copy (wrong length): refused, and the page sends the field whole.
     send_raw(page, json.dumps({"type": "op", "op": {"op": "splice", "index": index, "field": "content", "at": 0,
-                                                     "remove": 0, "text": "STALE ", "length": 3, "n": 10**6}}))
+                                                     "remove": 0, "text": "STALE ", "length": 3, "n": 10**4}}))
     box.press("End")
     box.type("!")
     expect(page.locator(".wb-token-view")).to_contain_text("Known text.!", timeout=UPDATE_MS)
@@ -300,3 +320,141 @@ def test_the_widgets_have_no_channel_outside_a_served_app(tmp_path: Path) -> Non
 
     app = WorkbenchApp(sample_sessions()["coding_corrections.json"], autosave=Autosave(tmp_path))  # no server
     assert app.channel is None and app.editor.channel == {} and app.view.channel == {}
+
+
+# ------------------------------------------------------------------------------ a page that never reads
+class BigViews:
+    """An endpoint (channel.Endpoint) whose every view is VIEW_BYTES: what a page that asks for
+    syncs gets sent, through a real Tornado server and socket."""
+
+    VIEW_BYTES = 256 * 1024
+
+    def __init__(self, loop: Any) -> None:
+        self.loop, self.send, self.views, self.taken = loop, None, 0, 0
+
+    def run(self, fn: Any) -> None:
+        self.loop.add_callback(fn)
+
+    def applied(self) -> int:
+        return 0
+
+    def text_of(self, index: int, field: str) -> Any:
+        return ""
+
+    def apply_ops(self, ops: list[dict], received_at: float) -> None:
+        pass
+
+    def attach_view(self, send: Any) -> None:
+        self.send = send
+
+    def resync_view(self) -> None:
+        if self.send is not None:
+            self.views += 1
+            self.taken += bool(self.send(b"v" * self.VIEW_BYTES))     # False: the socket refused it
+
+
+def test_a_page_that_asks_for_views_and_never_reads_them_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends `sync` after `sync` and never reads: the server stops at SEND_CAP bytes
+    not taken, closes that socket and lets its buffers go; the write that failed under it is
+    retrieved, not logged as "Task exception was never retrieved"."""
+    import base64
+    import logging
+    import os
+    import socket
+    import threading
+
+    import tornado.web
+    from tornado.httpserver import HTTPServer
+    from tornado.ioloop import IOLoop
+    from tornado.netutil import bind_sockets
+
+    from workbench.ui import channel
+
+    monkeypatch.setattr(channel, "SEND_CAP", 4 * 1024 * 1024)     # 16 views: quick to reach
+    monkeypatch.setattr(channel, "_MOUNTED", [False])       # handlers() mounts it for this test's server only
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: logged.append(r.getMessage())         # type: ignore[method-assign]
+    logging.getLogger("asyncio").addHandler(handler)
+    ready, state = threading.Event(), {}
+
+    def serve() -> None:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        loop = IOLoop.current()
+        socks = bind_sockets(0, "127.0.0.1")
+        port = socks[0].getsockname()[1]
+        srv = HTTPServer(tornado.web.Application(channel.handlers([f"127.0.0.1:{port}"])))
+        srv.add_sockets(socks)
+        ep = BigViews(loop)
+        state.update(loop=loop, port=port, endpoint=ep, channel=channel.open_channel(ep))
+        ready.set()
+        loop.start()
+        srv.stop()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    ch, ep, port = state["channel"], state["endpoint"], state["port"]
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)      # the page's own buffer: small
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall((f"GET {channel.PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                      f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                      f"Origin: http://127.0.0.1:{port}\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 101")
+
+        def frame(text: str) -> bytes:       # a client's text frame, masked (RFC 6455)
+            data, mask = text.encode(), os.urandom(4)
+            body = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+            return bytes([0x81, 0x80 | len(data)]) + mask + body if len(data) < 126 else \
+                bytes([0x81, 0x80 | 126]) + struct.pack(">H", len(data)) + mask + body
+
+        sock.sendall(frame(json.dumps({"type": "hello", "token": ch.token, "role": "view"})))
+        deadline = time.monotonic() + 60
+        while ch.view is None and time.monotonic() < deadline:      # the hello taken: the view attached
+            time.sleep(0.01)
+        assert ch.view is not None
+        sent = 0
+        deadline = time.monotonic() + 120
+        while ch.sockets and time.monotonic() < deadline:     # sync after sync, never a byte read
+            try:
+                sock.sendall(frame('{"type": "sync"}'))
+            except OSError:
+                break                                          # the server closed it
+            sent += 1
+            if sent % 50 == 0:
+                time.sleep(0.01)
+        waited = time.monotonic() + 60
+        while ch.sockets and time.monotonic() < waited:        # the close reaches the server's own books
+            time.sleep(0.05)
+        assert not ch.sockets and ch.view is None              # dropped: nothing of it is kept
+        # Views were written until the cap (a view is 256 KB, the cap 4 MB) plus what the kernel's
+        # buffers took on both sides (a few MB on loopback); after that each one was refused.
+        print(f"{sent} syncs sent, {ep.views} views made, {ep.taken} written")
+        assert 16 <= ep.taken < ep.views and ep.taken * BigViews.VIEW_BYTES < 32 * 1024 * 1024
+        sock.close()
+    finally:
+        ch.close()
+        state["loop"].add_callback(state["loop"].stop)
+        thread.join(30)
+        logging.getLogger("asyncio").removeHandler(handler)
+    assert not [m for m in logged if "never retrieved" in m]
+
+
+def test_an_operation_far_ahead_through_the_model_is_ignored_and_the_next_ones_apply() -> None:
+    """The model path (no channel) numbers operations the same way: one numbered 2**70 is dropped,
+    so the page's own next operations are still applied, not taken as old."""
+    from workbench.ui.app import MessageEditorPane
+
+    got: list[list[dict]] = []
+    pane = MessageEditorPane(lambda ops, _at: got.append(ops))
+    pane.apply([{"op": "set", "index": 0, "field": "content", "value": "hostile", "n": 2**70}])
+    pane.apply([{"op": "set", "index": 0, "field": "content", "value": "typed", "n": 1},
+                {"op": "set", "index": 0, "field": "content", "value": "typed on", "n": 3}])
+    assert got == [[{"op": "set", "index": 0, "field": "content", "value": "typed"},
+                    {"op": "set", "index": 0, "field": "content", "value": "typed on"}]]
+    assert pane.applied == 3

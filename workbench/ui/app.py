@@ -43,7 +43,7 @@ from ..errors import ChannelError, ShareError, WorkbenchError
 from ..sessions import load_session
 from . import last_opened
 from .budget_controls import PanelBudgetControls
-from .channel import PATH, encode_patch, handlers, open_channel
+from .channel import PATH, encode_patch, handlers, op_in_sequence, open_channel, refuse_malformed_origins
 from .charts import budget_figure
 from .compare import KINDS, CompareRunner, values_for
 from .compare_html import CSS as COMPARE_CSS
@@ -172,7 +172,7 @@ class MessageEditorPane(pn.custom.AnyWidgetComponent):  # type: ignore[misc, nam
         new = []
         for op in ops:
             n = op.get("n") if isinstance(op, dict) else None
-            if isinstance(n, int) and n > self.applied:
+            if isinstance(n, int) and n > self.applied and op_in_sequence(n, self.applied):
                 self.applied = n
                 new.append({k: v for k, v in op.items() if k != "n"})
         if new:
@@ -1258,6 +1258,7 @@ def serve(session: str | None = None, host: str = "127.0.0.1", port: int = 0, sh
             follower.stop()
         raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              hint="pick another --port, or --host") from None
+    refuse_malformed_origins(server._tornado)   # Bokeh's Server keeps its Tornado Application there
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
     # Said once the loop runs: a Ctrl-C right after the line then always meets a running server.
     server.io_loop.add_callback(lambda: print(f"serving on {url}", flush=True))

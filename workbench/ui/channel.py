@@ -45,11 +45,22 @@ from ..strict_json import loads
 _websocket = require("tornado.websocket", "the web app's keystroke channel")   # Tornado comes with Panel
 IOLoop = require("tornado.ioloop").IOLoop
 WebSocketClosedError, WebSocketHandler = _websocket.WebSocketClosedError, _websocket.WebSocketHandler
+Matcher, Rule = require("tornado.routing").Matcher, require("tornado.routing").Rule
+RequestHandler = require("tornado.web").RequestHandler
 
 PATH = "/wb-channel"
 MAX_FRAME = 8 * 1024 * 1024     # characters: a 1,000,000-character message, escaped, still fits
 HARD_FRAME = 24 * 1024 * 1024   # bytes: Tornado closes the socket past this (code 1009)
 HELLO_S = 10.0
+# Bytes sent to one socket and not yet taken by its page: a page that asks for views and never
+# reads them (a stalled or hostile client) is dropped at this, its buffers freed, instead of the
+# server keeping every frame in memory. A whole view of the largest sample is a few MB.
+SEND_CAP = 64 * 1024 * 1024
+# How far ahead of the last applied operation a page's next one may be numbered. The page numbers
+# its operations 1, 2, 3, ...; the model path drops a "set" that a later "set" of the same field
+# replaced, so gaps happen, but only as many as the keys typed while the server was busy. An
+# operation far ahead (2**70) would make every later one look old: refused instead.
+OPS_AHEAD = 100_000
 ROLES = ("editor", "view")
 TEXT_FIELDS = ("content", "tool_call_id", "name")
 
@@ -130,6 +141,12 @@ def error_frame(exc: ChannelError, **where: Any) -> str:
     return json.dumps({"type": "error", "code": exc.code, "message": str(exc), **where})
 
 
+def op_in_sequence(n: int, applied: int) -> bool:
+    """Whether an operation numbered `n` may follow the last applied one (an older one is
+    answered by the caller: out-of-sync for a splice, ignored for a whole value)."""
+    return n <= applied + OPS_AHEAD
+
+
 # ------------------------------------------------------------------------------------- pages
 class Channel:
     """One page's end: its token and the app it drives."""
@@ -139,6 +156,7 @@ class Channel:
         self.endpoint = endpoint
         self.view: ChannelSocket | None = None
         self.sockets: set[ChannelSocket] = set()
+        self._sync_queued = False
 
     def receive(self, role: str, frame: dict[str, Any], reply: Callable[[str], None], received_at: float) -> None:
         kind = frame["type"]
@@ -149,14 +167,23 @@ class Channel:
                 raise ChannelError("bad-frame", 'an "op" frame carries {"op": {"op": ..., "n": N}}')
             self.endpoint.run(lambda: self._apply(op, n, reply, received_at))
         elif role == "view" and kind == "sync":
-            self.endpoint.run(self.endpoint.resync_view)
+            if not self._sync_queued:    # syncs asked faster than they are sent make one
+                self._sync_queued = True
+                self.endpoint.run(self._resync)
         else:
             raise ChannelError("bad-frame", f"unknown frame type {kind!r} for the {role}",
                                hint='the editor sends "op", the view "sync"')
 
+    def _resync(self) -> None:
+        self._sync_queued = False
+        self.endpoint.resync_view()
+
     def _apply(self, op: dict, n: int, reply: Callable[[str], None], received_at: float) -> None:
         """On the document's lock, in arrival order."""
         try:
+            if not op_in_sequence(n, self.endpoint.applied()):
+                raise ChannelError("bad-frame", f"operation {n} is not the page's next (the last applied is "
+                                   f"{self.endpoint.applied()})", hint="reload the page")
             if op.get("op") == "splice":
                 if n <= self.endpoint.applied():
                     raise ChannelError("out-of-sync", f"operation {n} arrived after {self.endpoint.applied()}",
@@ -209,11 +236,44 @@ def handlers(origins: list[str]) -> list[tuple[str, type, dict[str, Any]]]:
     return [(PATH, ChannelSocket, {"origins": [o.lower() for o in origins]})]
 
 
+def _parses(origin: str) -> bool:
+    try:
+        return urlparse(origin).port is not None or True     # .port raises on a bad port
+    except ValueError:
+        return False
+
+
+class _MalformedOrigin(Matcher):  # type: ignore[misc]
+    """Requests whose Origin header does not parse ("http://[::1", a port past 65535)."""
+
+    def match(self, request: Any) -> dict[str, Any] | None:
+        origin = request.headers.get("Origin")
+        return {} if origin is not None and not _parses(origin) else None
+
+
+class _Refused(RequestHandler):  # type: ignore[misc]
+    def prepare(self) -> None:
+        self.set_status(403)
+        self.finish("a malformed Origin header")
+
+
+def refuse_malformed_origins(app: Any) -> None:
+    """Answer a request with a malformed Origin with 403 before any handler sees it: Tornado's
+    websocket handlers (Bokeh's /ws, this channel) parse the Origin themselves before their
+    check_origin and raise on it (an HTTP 500 and a traceback in the log; still refused, but a
+    request must not reach an unhandled error). `app` is the server's Tornado Application."""
+    app.default_router.rules.insert(0, Rule(_MalformedOrigin(), _Refused))
+
+
 def _origin_allowed(origin: str, allowed: list[str]) -> bool:
-    url = urlparse(origin)
+    try:      # a malformed Origin ("http://[::1", a port past 65535 or not a number) is refused (403)
+        url = urlparse(origin)
+        port = url.port
+    except ValueError:
+        return False
     if url.scheme not in ("http", "https") or not url.hostname:
         return False
-    port = url.port or (443 if url.scheme == "https" else 80)
+    port = port or (443 if url.scheme == "https" else 80)
     host = url.hostname.lower()    # an IPv6 address: as the app lists it ("::1:PORT") or bracketed
     return any(f"{h}:{port}" in allowed for h in (host, f"[{host}]", "*"))
 
@@ -226,6 +286,7 @@ class ChannelSocket(WebSocketHandler):  # type: ignore[misc]
         self.channel: Channel | None = None
         self.role = ""
         self._timer: object | None = None
+        self.pending = 0         # bytes written and not yet taken by the page (SEND_CAP)
 
     @property
     def max_message_size(self) -> int:
@@ -269,17 +330,29 @@ class ChannelSocket(WebSocketHandler):  # type: ignore[misc]
         self._reply(json.dumps({"type": "ready"}))
 
     def _reply(self, text: str) -> None:
-        try:
-            self.write_message(text)
-        except WebSocketClosedError:
-            pass
+        self._send(text, binary=False)
 
     def send_binary(self, data: bytes) -> bool:
         """False once the socket is gone (the caller then uses the model sync)."""
+        return self._send(data, binary=True)
+
+    def _send(self, data: str | bytes, *, binary: bool) -> bool:
+        """Write a frame unless the page has SEND_CAP bytes it has not taken: then it is dropped."""
+        size = len(data)
+        if self.pending + size > SEND_CAP:
+            self.close(1008, "the page does not read what it is sent")
+            return False
         try:
-            self.write_message(data, binary=True)
+            done = self.write_message(data, binary=binary)
         except WebSocketClosedError:
             return False
+        self.pending += size
+
+        def taken(f: Any) -> None:
+            self.pending -= size
+            if not f.cancelled():
+                f.exception()    # a socket closed under it: retrieved here, not logged as never retrieved
+        done.add_done_callback(taken)
         return True
 
     def on_close(self) -> None:
