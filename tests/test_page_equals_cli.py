@@ -13,8 +13,9 @@ session file with the same options. Per tab:
 - Prefix diff and Teach: where the turn diverges from what the engine held, and the tokens reused;
 - Compare (B: another template): each side's total and each provider's cached tokens;
 - Diagnostics: the codes of the warnings and errors.
-The Semantic and Run tabs run a model (an embedder, an engine) and print no CLI JSON of their own;
-they are checked by their own tests.
+The Semantic and Run tabs run a model (an embedder, an engine): their figures are checked against
+`workbench semantic lookup --json` and `workbench generate --json` in
+tests/test_semantic_tab_equals_cli.py and tests/test_run_tab_equals_cli.py.
 """
 
 from __future__ import annotations

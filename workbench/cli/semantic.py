@@ -1,7 +1,11 @@
 """`workbench semantic eval`: the semantic cache on a labelled set (the shipped one by default),
 scored with the configured thresholds (or ones calibrated on another set, `--calibrate-on`):
 precision, recall, hit rate and saved calls per category and language, each with a bootstrap
-interval, beside similarity alone; and a threshold sweep."""
+interval, beside similarity alone; and a threshold sweep.
+
+`workbench semantic lookup SESSION`: what the app's Semantic tab shows for a turn: the earlier turns
+replayed into a semantic cache and the turn looked up (ui/semantic_replay.py), printed as the dict
+the tab draws (ui/semantic_panel.py `semantic_view`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from typing import Any, TextIO
 from ..errors import WorkbenchError
 from ..semantic.bootstrap import METRICS, Costs
 from ..semantic.embedders import NAMES
+from ..sessions import load_session
 from . import options
+from .options import announce, build_assembler, catalog_entry, common_options
 from .output import print_json
 
 
@@ -39,6 +45,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--chart", metavar="FILE.html", default=None, help="write the sweep as a Plotly chart")
     e.add_argument("--json", action="store_true", help="print the report as one JSON object")
     e.set_defaults(func=cmd_eval)
+    lk = ss.add_parser("lookup", help="look a session's turn up in a semantic cache of its earlier turns, as the "
+                                      "app's Semantic tab does")
+    lk.add_argument("session", help="session file (JSON: a conversation or a log of requests)")
+    lk.add_argument("--embedder", default=None, metavar="NAME",
+                    help=f"{', '.join(NAMES)} (default: the app's: use where installed, else minilm; hashing: "
+                         f"character n-grams, no model)")
+    lk.add_argument("--window", type=int, default=5, help="recent turns embedded with the current one (default 5)")
+    common_options(lk)          # the assembler prepares each turn's messages (variables, cleaning)
+    lk.set_defaults(func=cmd_lookup)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -67,6 +82,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         write_report(out, args, sys.stdout)
     return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    from ..semantic.cache import SemanticCache
+    from ..semantic.embedders import MemoEmbedder, make_embedder
+    from ..ui.semantic_panel import semantic_view
+    from ..ui.semantic_replay import lookup_turn, nothing_earlier
+
+    options.at_least(args.window, 0, "--window")
+    session = load_session(args.session)
+    count = len(session.turns)
+    turn = count if args.turn is None else args.turn
+    session.turn(turn)                          # a turn out of range: the error every command gives
+    nothing_earlier(turn, count)                # refused before an embedder loads
+    asm, prepare = build_assembler(session, args)
+    announce(asm, catalog_entry(args))
+    cache = SemanticCache(MemoEmbedder(make_embedder(args.embedder)), window=args.window)
+    decision, pairs = lookup_turn(cache, asm, lambda k: prepare(session.turn(k)), count, turn)
+    view = semantic_view(decision, cache, pairs)
+    if args.json:
+        print_json(view)
+    else:
+        write_lookup(view, session.title, count, sys.stdout)
+    return 0
+
+
+def write_lookup(v: dict[str, Any], title: str, count: int, o: TextIO) -> None:
+    """The lookup in a few lines: the verdict and why, this turn's fingerprint, the neighbours."""
+    from ..ui.semantic_panel import VERDICTS, decided_on, reason_sentence
+    th = v["thresholds"]
+    o.write(f"{title}: turn {v['turn']} of {count} · embedder {v['embedder']} · window {v['window']} · "
+            f"thresholds high {th['high']} low {th['low']}\n")
+    on = f" ({decided_on(v)})" if v["similarity"] is not None else ""
+    o.write(f"{VERDICTS[v['verdict']]}{on}: {reason_sentence(v['reason'])}\n{v['this_turn']}\n")
+    if not v["neighbours"]:
+        return
+    o.write(f"{'#':>2} {'turn':>5} {'similarity':>10}  {'fingerprints':<12} {'state':<7} its verdict\n")
+    for nb in v["neighbours"]:
+        o.write(f"{nb['rank']:>2} {nb['turn'] or '-':>5} {nb['similarity']:>10.3f}  {nb['fingerprints']:<12} "
+                f"{nb['state']:<7} {VERDICTS[nb['verdict']]}\n")
+        o.write(f"{'':>3}{reason_sentence(nb['reason'])}\n{'':>3}{nb['how_they_differ']}\n")
 
 
 def write_report(out: dict[str, Any], args: argparse.Namespace, o: TextIO) -> None:

@@ -16,6 +16,9 @@ Each lookup also keeps what the Semantic tab shows and labels (`LookupPairs`, `l
 the generation it was made at, this turn's context and, for each neighbour, the turn it is, its
 context and its fingerprint.
 
+`lookup_turn` is one lookup from scratch through the same class: `workbench semantic lookup` runs it,
+so the command and the tab decide alike (tests/test_semantic_tab_equals_cli.py).
+
 The cache itself is refilled from these on every lookup, the same way a fresh replay fills it
 (`replay`, kept as the reference), so a reused result equals a fresh one: the same verdict,
 neighbours and similarities (the vectors are the same bits: see `semantic/embedders.py`).
@@ -26,7 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkbenchError
 from ..semantic.cache import Context
@@ -41,7 +44,7 @@ REPLY_CHARS = 500            # of the reply kept as an entry's payload
 NEIGHBOURS = 5               # the nearest entries a lookup shows
 
 
-def messages_of(asm: "Assembler", request: dict) -> tuple[list[dict], str]:
+def messages_of(asm: "Assembler", request: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     """A request's user and assistant messages as the assembler prepares them (prompt templates
     expanded, roles cleaned), and its system prompt's text."""
     conv = asm.prepare(request)[0]
@@ -57,16 +60,24 @@ def versions_of(asm: "Assembler", system: str) -> dict[str, str]:
             "knowledge": "-"}
 
 
-def _reply(msgs: list[dict], nxt: list[dict]) -> str:
+def _reply(msgs: list[dict[str, Any]], nxt: list[dict[str, Any]]) -> str:
     """The reply that followed a turn: the next turn's message at the end of this one's, if an
     assistant's."""
     n = len(msgs)
     return nxt[n]["content"] if len(nxt) > n and nxt[n]["role"] == "assistant" else ""
 
 
-def replay(cache: "SemanticCache", asm: "Assembler", requests: list[dict], turn: int) -> "Decision":
+def nothing_earlier(turn: int, count: int) -> None:
+    """Refuse a lookup with no earlier turn to replay: a cache with nothing in it decides nothing."""
+    if turn < 2:
+        hint = "the session has one turn: add a turn after it" if count < 2 else f"select a turn from 2 to {count}"
+        raise WorkbenchError(f"turn {turn} has no earlier turns: there is nothing to look it up against", hint=hint)
+
+
+def replay(cache: "SemanticCache", asm: "Assembler", requests: list[dict[str, Any]], turn: int) -> "Decision":
     """From scratch: store turns 1..turn-1 (context up to the turn's user message, payload: the reply
     that followed) and look turn `turn` up. The reference `SessionReplay` must equal."""
+    nothing_earlier(turn, len(requests))
     versions = versions_of(asm, messages_of(asm, requests[turn - 1])[1])
     cache.invalidate_session(SESSION)
     for k in range(1, turn):
@@ -103,7 +114,7 @@ class TurnContext:
 class CachedTurn:
     """A neighbour as the tab shows and labels it: the earlier turn whose context it stores."""
     turn: int
-    messages: tuple[dict, ...]           # its context as compared: its window and its user message
+    messages: tuple[dict[str, Any], ...]     # its context as compared: its window and its user message
     fingerprint: "Fingerprint"
 
 
@@ -113,7 +124,7 @@ class LookupPairs:
     made at document generation `generation`, for `decision`."""
     generation: int
     turn: int
-    messages: tuple[dict, ...]
+    messages: tuple[dict[str, Any], ...]
     decision: "Decision"
     neighbours: dict[int, CachedTurn]
 
@@ -129,11 +140,12 @@ class SessionReplay:
         self.made = 0                # turns made (prepared) by the last lookup; the rest were kept
         self.last: LookupPairs | None = None     # the last lookup's pairs (the tab's labels read them)
 
-    def lookup(self, asm: "Assembler", turn: int, request_of: Callable[[int], dict], stamps: Sequence[int],
-               generation: int) -> "Decision":
+    def lookup(self, asm: "Assembler", turn: int, request_of: Callable[[int], dict[str, Any]],
+               stamps: Sequence[int], generation: int) -> "Decision":
         """Look turn `turn` up against the turns before it. `request_of(k)` is turn k's request;
         `stamps[k-1]` the generation turn k was last edited at (WorkbenchState's), `generation` the
         document's now."""
+        nothing_earlier(turn, len(stamps))
         turns = self._bring_up_to_date(asm, turn, request_of, stamps, generation)
         here = turns[turn - 1]
         if here.context is None:
@@ -163,14 +175,14 @@ class SessionReplay:
         has_next = k < len(stamps)
         return rec.had_next == has_next and (not has_next or stamps[k] <= rec.generation)
 
-    def _bring_up_to_date(self, asm: "Assembler", turn: int, request_of: Callable[[int], dict],
+    def _bring_up_to_date(self, asm: "Assembler", turn: int, request_of: Callable[[int], dict[str, Any]],
                           stamps: Sequence[int], generation: int) -> list[TurnContext]:
         """Turns 1..turn, those that do not stand made again (each request prepared once)."""
         count = len(stamps)
         kept = (self._turns + [None] * count)[:count]
-        made: dict[int, tuple[list[dict], str]] = {}
+        made: dict[int, tuple[list[dict[str, Any]], str]] = {}
 
-        def msgs(k: int) -> tuple[list[dict], str]:
+        def msgs(k: int) -> tuple[list[dict[str, Any]], str]:
             if k not in made:
                 made[k] = messages_of(asm, request_of(k))
             return made[k]
@@ -187,3 +199,13 @@ class SessionReplay:
             made.pop(k, None)            # a long session: never more than two turns' messages held
         self._turns = kept
         return [rec for rec in kept[:turn] if rec is not None]
+
+
+def lookup_turn(cache: "SemanticCache", asm: "Assembler", request_of: Callable[[int], dict[str, Any]], count: int,
+                turn: int) -> tuple["Decision", LookupPairs]:
+    """Turn `turn` of a `count`-turn session looked up as the Semantic tab looks it up, from scratch:
+    the decision and its pairs. `cache`'s embedder should be a `MemoEmbedder` (SessionReplay)."""
+    replay = SessionReplay(cache)
+    decision = replay.lookup(asm, turn, request_of, [0] * count, 0)
+    assert replay.last is not None          # set by every lookup that returns
+    return decision, replay.last
