@@ -11,7 +11,21 @@ from .runner import Parser, run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import analyze, app, export, importing, kv, listing, metrics, prefill, record, render, semantic, simulate
+    from . import (
+        analyze,
+        app,
+        export,
+        generate,
+        importing,
+        kv,
+        listing,
+        metrics,
+        prefill,
+        record,
+        render,
+        semantic,
+        simulate,
+    )
     p = Parser(prog="workbench", description="See how chat messages become a prompt, tokens and KV cache.")
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     render.add_parsers(sub)
@@ -19,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_parsers(sub)
     simulate.add_parsers(sub)
     prefill.add_parsers(sub)
+    generate.add_parsers(sub)
     kv.add_parsers(sub)
     export.add_parsers(sub)
     semantic.add_parsers(sub)
