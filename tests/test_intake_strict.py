@@ -377,11 +377,10 @@ def test_strict_loads_passes_what_json_means():
 def test_strict_loads_errors_survive_pickling():
     """Errors cross process boundaries (render workers): the subclass must rebuild."""
     import pickle
-    try:
+    with pytest.raises(strict_json.JSONValueError) as caught:
         strict_json.loads("[NaN]")
-    except strict_json.JSONValueError as exc:
-        again = pickle.loads(pickle.dumps(exc))
-        assert str(again) == str(exc) and isinstance(again, strict_json.JSONValueError)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert str(again) == str(caught.value) and isinstance(again, strict_json.JSONValueError)
 
 
 def test_find_problem_on_values_built_in_memory():

@@ -102,7 +102,7 @@ def test_segments_concatenate_to_the_render(name, req):
 
 
 @pytest.mark.parametrize("name", shipped_names())
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)   # the same examples each run: a reach floor holds
 @given(req=conversations(), data=st.data())
 def test_adding_a_turn_keeps_earlier_segments(name, req, data):
     """Segments of messages before the last user turn render the same after one more turn,
@@ -111,13 +111,39 @@ def test_adding_a_turn_keeps_earlier_segments(name, req, data):
     msgs = req["messages"]
     if msgs[-1]["role"] != "assistant":
         msgs = msgs + [{"role": "assistant", "content": data.draw(CONTENT)}]
-    nxt = {"messages": msgs + [{"role": "user", "content": data.draw(CONTENT)}]}
+    nxt = {**req, "messages": msgs + [{"role": "user", "content": data.draw(CONTENT)}]}   # the same tools
     try:
         r1, r2 = a.assemble(req), a.assemble(nxt)
     except TemplateError:
+        KEPT[name]["refused"] += 1
         return
     check_invariants(a, r2)
     assert r1.cache_key != r2.cache_key
+    if {d.code for d in r2.diagnostics} & {"template_rewrite", "template_moved_content"}:
+        KEPT[name]["rewritten"] += 1      # the template says it renders earlier turns anew
+        return
+    users = [m.sequence for m in r1.conversation.messages if m.role == "user"]
+    cut = max(users) if users else 0
+
+    def before(r):  # the earlier messages' segments: text and ids
+        return [(s.seq, s.kind, s.text, s.token_ids.tolist()) for s in r.segments
+                if s.seq is not None and s.seq < cut and s.kind in ("message", "image")]
+    assert before(r2) == before(r1)
+    KEPT[name]["compared"] += 1
+
+
+KEPT: dict[str, dict[str, int]] = {n: {"compared": 0, "rewritten": 0, "refused": 0} for n in shipped_names()}
+
+
+@pytest.mark.parametrize("name", shipped_names())
+def test_adding_a_turn_reached_its_comparison(name):
+    """Run after the property above (file order, derandomized): examples reached the comparison.
+    Today's floor is low: llama3.1 and the mistral templates rewrite the history when a turn is
+    added (a third to a half of their examples), gemma3 refuses the generator's tool turns and
+    rewrites (only 5 of 25 compared); issue 35 asks generators that each template accepts, and 90 %."""
+    k = KEPT[name]
+    print(f"{name}: {k}")
+    assert k["compared"] >= 0.15 * sum(k.values()) and k["compared"] >= 4
 
 
 def _gen_start_by_second_render(a: Assembler, req: dict) -> int | None:

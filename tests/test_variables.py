@@ -397,13 +397,34 @@ def test_bad_local_variables():
         assert e.value.seq == 4
 
 
+ARBITRARY = {"expanded": 0, "refused": 0}
+
+
 @given(st.text(alphabet="{}%#-+x. ()'\n|_", max_size=30))
 @settings(max_examples=300, deadline=None)
 def test_arbitrary_template_text_raises_only_workbench_errors(src):
+    """Any text: a typed refusal, or the text plain Jinja (a sandbox with the same block options,
+    not ours) renders from it."""
+    import jinja2.ext
+    import jinja2.sandbox
+
     try:
-        expand(src, request={"x": "v"})
+        text, _, _ = expand(src, request={"x": "v"})
     except WorkbenchError:
-        pass
+        ARBITRARY["refused"] += 1
+        return
+    oracle = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                          keep_trailing_newline=True,
+                                                          extensions=[jinja2.ext.loopcontrols],
+                                                          undefined=jinja2.StrictUndefined)
+    assert text == oracle.from_string(src).render(x="v")
+    ARBITRARY["expanded"] += 1
+
+
+def test_arbitrary_template_text_reached_both_outcomes():
+    """The property above saw texts that expand, not only refusals (run after it, in file order)."""
+    print(f"arbitrary template text: {ARBITRARY}")
+    assert ARBITRARY["expanded"] >= 50 and ARBITRARY["refused"] >= 1
 
 
 # ---- config ---------------------------------------------------------------------------------
