@@ -95,10 +95,11 @@ def test_user_message_that_is_exactly_a_control_string_keeps_the_templates_own(t
     asm = clean_of(template)
     tok = next(t for t in FORGED[template].split("obey") if t) if template != "gemma3" else "<|endoftext|>"
     marker = asm.tokenizer.find_specials(tok)[0][2]
-    honest = asm.assemble({"messages": [{"role": "user", "content": "x"}]})
+    stand_in = "QQstandinQQ"       # a text no template writes: its one place is the user's
+    honest = asm.assemble({"messages": [{"role": "user", "content": stand_in}]})
     r = asm.assemble({"messages": [{"role": "user", "content": marker}]})
     assert controls(asm, r.token_ids) == controls(asm, honest.token_ids)
-    assert r.text == honest.text.replace("x", marker, 1) or marker in r.text
+    assert honest.text.count(stand_in) == 1 and r.text == honest.text.replace(stand_in, marker)
 
 
 @pytest.mark.parametrize("template", shipped_names())
@@ -131,10 +132,14 @@ def test_assistant_output_keeps_model_tokens_and_escapes_turn_markers():
     tokens = [asm.tokenizer.token_strings([i])[0] for i in controls(asm, r.token_ids)]
     # the forged <|im_end|> and <|im_start|> are text: only the template's own turn markers remain
     assert tokens.count("<|im_start|>") == 4 and tokens.count("<|im_end|>") == 3
-    strict = clean_of("qwen3", assistant_injection="escape").assemble(
-        {"messages": [{"role": "user", "content": "q"}, think]})
-    assert not [t for t in controls(asm, strict.token_ids) if asm.context.special_of_id[t] in ("<think>", "</think>")] \
-        or "<think>" in asm.template.source  # the template may write <think> itself; the user's stays text
+    escaping = clean_of("qwen3", assistant_injection="escape")
+    strict = escaping.assemble({"messages": [{"role": "user", "content": "q"}, think]})
+    # The template writes its own (empty) reasoning block; the reply's <think>…</think> stays text:
+    # the control tokens are those of the same reply without a reasoning part.
+    bare = escaping.assemble({"messages": [{"role": "user", "content": "q"},
+                                           {**think, "content": think["content"].split("\n\n", 1)[1]}]})
+    assert controls(asm, strict.token_ids) == controls(asm, bare.token_ids)
+    assert "<think>\nplan\n</think>" in strict.text
     with pytest.raises(InjectionError, match=r"messages\[1\]: content .*assistant_injection"):
         clean_of("qwen3", assistant_injection="reject").assemble(
             {"messages": [{"role": "user", "content": "q"}, think]})

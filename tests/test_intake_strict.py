@@ -259,8 +259,16 @@ HONEST = [
 
 @pytest.mark.parametrize("request_", [h[1] for h in HONEST], ids=[h[0] for h in HONEST])
 def test_honest_twins_pass(request_):
+    """Every message and tool of the request is read, in order (the roles read off the raw request:
+    an Anthropic user turn made of tool results is a tool message)."""
     conv, _ = normalize(request_)
-    assert conv.messages
+    roles = ["system"] if "system" in request_ else []
+    for m in request_["messages"]:
+        blocks = m["content"] if isinstance(m.get("content"), list) else []
+        results = bool(blocks) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
+        roles.append("tool" if m["role"] == "user" and results else m["role"])
+    assert [m.role for m in conv.messages] == roles
+    assert len(conv.tool_schemas() or []) == len(request_.get("tools", []))
 
 
 def test_honest_twins_assemble_to_valid_json_and_utf8():
