@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from needs import need
 
 from workbench import Assembler, strict_json
 from workbench.errors import RequestError, WorkbenchError
@@ -404,7 +405,7 @@ def test_find_problem_on_values_built_in_memory():
 
 def test_strict_json_fast_and_slow_walks_agree():
     """The path-free walk decides; the walk with paths explains. On random values they agree."""
-    hypothesis = pytest.importorskip("hypothesis")
+    hypothesis = need("hypothesis", "pip install -e .[test]")
     st = hypothesis.strategies
     scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10 ** 8, max_value=10 ** 8),
                         st.sampled_from([10 ** 101, -(10 ** 120)]), st.floats(allow_nan=True, allow_infinity=True),

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from needs import need
 
 from workbench import Assembler
 from workbench.analysis import analyze
@@ -254,7 +255,7 @@ def test_session_intake_sees_a_tool_key_flip() -> None:
 @pytest.fixture(scope="module")
 def ray_cluster() -> Any:
     """Ray, started once for the module as `--ray` starts it (ray_runner.start_ray), shut down after."""
-    ray = pytest.importorskip("ray", reason="the ray extra (installed with the test extra)")
+    ray = need("ray", "pip install -e .[test] (ray[data] is a test dependency)")
     from workbench.analysis.ray_runner import start_ray
     start_ray(ray, None)
     yield ray

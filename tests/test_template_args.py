@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import need
 from oracles import official_template
 from transformers.utils.chat_template_utils import render_jinja_template
 
@@ -163,7 +164,7 @@ def test_aggregate_totals_move_with_an_argument_as_single_renders_do(log: Path) 
 
 
 def test_aggregate_on_ray_carries_the_argument_to_its_workers(log: Path) -> None:
-    pytest.importorskip("ray", reason="the ray extra (installed with the test extra)")
+    need("ray", "pip install -e .[test] (ray[data] is a test dependency)")
     from workbench.analysis.aggregate import aggregate
     kw = {"enable_thinking": False}
     here = aggregate([str(log)], template="qwen3", template_args=kw).to_json()
