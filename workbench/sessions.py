@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeAlias, overload
 
 from .errors import RequestError, SessionFileError
+from .files import MiB, read_user_file
 from .intake import detect_format
 from .intake.chain import resolve_log
 from .intake.detect import FORMATS
@@ -27,6 +28,10 @@ from .strict_json import JSONValueError, find_problem, loads, surrogate_problem
 
 # A request (or a whole session file) as the JSON object it was read from, in its own format.
 Request: TypeAlias = dict[str, Any]
+
+# A session file is read and parsed whole: 100,000 messages of a few KB each fit many times over,
+# and past this its parsed form alone would take gigabytes. Logs have no such cap: they are streamed.
+MAX_SESSION_BYTES = 256 * MiB
 
 
 class Turns(Sequence[Request]):
@@ -210,12 +215,12 @@ def _shape(data: Request, path: str | None) -> SessionFile:
     return SessionFile(path, fmt, title, desc, conversation_turns(req), data)
 
 
-def load_session(path: str | Path) -> SessionFile:
+def load_session(path: str | Path, *, max_bytes: int = MAX_SESSION_BYTES) -> SessionFile:
+    """A session file, read whole (files.py: a regular file of at most `max_bytes`)."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise SessionFileError(f"cannot read {p}: {exc.strerror}", hint="check the path") from None
+    raw = read_user_file(p, cap=max_bytes, what="session file", error=SessionFileError, raise_hint=(
+        "a conversation this long is a request log's work: write it as JSON lines (docs/logs.md), which "
+        "`workbench analyze LOG --aggregate` reads streaming; from Python, load_session(path, max_bytes=N)"))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..templates.arguments import canonical, template_kwargs
-from .logs import LogIndex, index_logs
+from .logs import KEPT_BAD_LINES, LogIndex, index_logs
 from .provider_params import MILLION, ProviderParams
 from .session_report import Assemblers, Options
 from .tally import ADVICE_FIXES, Tally, analyze_batch, batches
 
 COST_PROVIDERS = ("openai", "anthropic", "gemini")   # each cause's lost tokens priced under these
 TOP = 5                      # templates and system prompts listed per cause
-MAX_DIAGNOSTICS = 100        # bad lines listed in the report (all are counted)
+MAX_DIAGNOSTICS = KEPT_BAD_LINES   # bad lines listed in the report (all are counted)
 
 
 # ------------------------------------------------------------------ the report
@@ -49,10 +49,9 @@ class AggregateReport:
 
     def to_json(self) -> dict[str, Any]:
         t = self.tally
-        bad = sorted(t.bad, key=lambda b: (b.file, b.line))
         return {"requests": self.requests, "sessions": t.sessions, "turns": t.turns, "tokens": t.tokens,
                 "held_tokens": t.held, "reused_tokens": t.reused, "lost_tokens": self.lost_tokens,
-                "bad_lines": len(bad), "diagnostics": [b.to_json() for b in bad[:MAX_DIAGNOSTICS]],
+                "bad_lines": t.bad.count, "diagnostics": [b.to_json() for b in t.bad.kept[:MAX_DIAGNOSTICS]],
                 "causes": self._causes(), "fixes": self._fixes(), "estimates": ESTIMATES_NOTE,
                 "reconciliation": t.recon.to_json(), "runner": self.runner}
 
@@ -136,12 +135,13 @@ def aggregate(paths: Sequence[str | os.PathLike[str]], *, ray: str | bool | None
         from .ray_runner import run_on_ray
         index, tally, runner = run_on_ray(lambda: index_logs(paths, strict=strict), names, options,
                                           None if ray is True else str(ray), progress)
-    tally.bad.extend(index.bad)
+    tally.bad.merge(index.bad)
     # The serving engines' shared caches: one ordered pass over their calls, here, after every batch
     # (reconcile_engines.py): the same for both runners, whatever order batches finished in.
     tally.recon.finish_engines(calls)
-    if strict and tally.bad:
-        raise min(tally.bad, key=lambda b: (names.index(b.file) if b.file in names else 0, b.line)).error()
+    first = tally.bad.earliest(names) if strict else None
+    if first is not None:
+        raise first.error()
     providers: dict[str, ProviderParams | None] = {p: ProviderParams.load(p) for p in COST_PROVIDERS}
     for c in tally.causes.values():
         for p in c["logged"]:

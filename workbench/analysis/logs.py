@@ -18,19 +18,21 @@ JSON), so the shortcut cannot misfile a line unnoticed.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
 import stat
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from .. import strict_json
 from ..errors import LogFileError
+from ..files import open_user_file
 
 # The two grouping fields at the start of a line, as plain strings (no escapes: those go the slow way).
 _HEAD = re.compile(rb'\{\s*"conversation_id"\s*:\s*"([^"\\]*)"\s*,\s*"timestamp"\s*:\s*"([^"\\]*)"\s*[,}]')
@@ -54,6 +56,63 @@ class BadLine:
         return LogFileError(str(self), hint="fix or remove the line, or leave out --strict to count it and go on")
 
 
+KEPT_BAD_LINES = 100   # bad lines kept to be listed (with their file and line); all of them are counted
+
+
+@dataclass
+class BadLines:
+    """Lines that are not logged requests, in bounded memory whatever their number: every one
+    counted; the first KEPT_BAD_LINES by file name and line kept to list; and the first of each
+    file, so that --strict can raise the first in the order the files were given."""
+    count: int = 0
+    kept: list[BadLine] = field(default_factory=list)       # sorted by (file, line)
+    first: dict[str, BadLine] = field(default_factory=dict)
+
+    def add(self, b: BadLine) -> None:
+        self.count += 1
+        key = (b.file, b.line)
+        if len(self.kept) < KEPT_BAD_LINES or key < (self.kept[-1].file, self.kept[-1].line):
+            bisect.insort(self.kept, b, key=lambda x: (x.file, x.line))
+            del self.kept[KEPT_BAD_LINES:]
+        f = self.first.get(b.file)
+        if f is None or b.line < f.line:
+            self.first[b.file] = b
+
+    def extend(self, items: Iterable[BadLine]) -> None:
+        for b in items:
+            self.add(b)
+
+    def merge(self, other: "BadLines") -> None:
+        """Add another count's lines (a batch's, the index's): the same as adding each of them."""
+        extra = other.count - len(other.kept)
+        self.extend(other.kept)
+        for b in other.first.values():   # the first of a file may lie past the other's kept ones
+            f = self.first.get(b.file)
+            if f is None or b.line < f.line:
+                self.first[b.file] = b
+        self.count += extra
+
+    def earliest(self, names: Sequence[str]) -> BadLine | None:
+        """The first bad line in the order the files were `names`d, then by line."""
+        rank = {n: i for i, n in enumerate(names)}
+        return min(self.first.values(), key=lambda b: (rank.get(b.file, 0), b.line), default=None)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def to_wire(self) -> list[Any]:
+        return [self.count, [[b.file, b.line, b.problem] for b in self.kept],
+                [[b.file, b.line, b.problem] for b in self.first.values()]]
+
+    @classmethod
+    def from_wire(cls, d: list[Any]) -> "BadLines":
+        count, kept, first = d
+        return cls(count, [BadLine(*b) for b in kept], {f: BadLine(f, n, p) for f, n, p in first})
+
+
 @dataclass(frozen=True, slots=True)
 class LineRef:
     """Where one logged request lies: enough to read it back and to order it."""
@@ -67,7 +126,7 @@ class LineRef:
 class LogIndex:
     paths: tuple[str, ...]                       # absolute: a worker of a cluster opens them too
     sessions: dict[str, list[tuple[float, int, int, int, int]]] = field(default_factory=dict)
-    bad: list[BadLine] = field(default_factory=list)
+    bad: BadLines = field(default_factory=BadLines)     # counted; memory bounded, not by their number
     requests: int = 0
 
     def add(self, cid: str, when: float, ref: LineRef) -> None:
@@ -91,27 +150,42 @@ def index_logs(paths: Sequence[str | os.PathLike[str]], *, strict: bool = False)
     for i, path in enumerate(index.paths):
         name = os.fspath(paths[i])
         for ref, raw in _lines(path, name, i):
-            head = _head(raw, name, ref.line)
+            head = _head(raw, name, ref.line) if isinstance(raw, bytes) else raw
             if isinstance(head, BadLine):
                 if strict:
                     raise head.error()
-                index.bad.append(head)
+                index.bad.add(head)
                 continue
             index.add(head[0], head[1], ref)
     return index
 
 
-def _lines(path: str, name: str, i: int) -> Iterator[tuple[LineRef, bytes]]:
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise LogFileError(f"cannot read {name}: {exc.strerror}", hint="check the path") from None
-    with f:
-        offset = 0
-        for n, raw in enumerate(f, start=1):
-            if raw.strip():
-                yield LineRef(i, offset, len(raw), n), raw
-            offset += len(raw)
+def open_log(path: str, name: str) -> Any:
+    """A log opened for reading: a regular file only (files.py), so a FIFO or a device named as a
+    log is an error, not a read that never ends."""
+    return open_user_file(path, what="request log", error=LogFileError, name=name)
+
+
+def _lines(path: str, name: str, i: int) -> Iterator[tuple[LineRef, bytes | BadLine]]:
+    """Each non-blank line with where it lies; a line longer than MAX_LINE_BYTES is a BadLine,
+    skipped to its end without being held (a file with no newline at all is one such line)."""
+    with open_log(path, name) as f:
+        offset, n = 0, 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            n += 1
+            start, length = offset, len(raw)
+            if length > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):     # the rest of the line, a chunk at a time
+                    raw = f.readline(READ_CHUNK)
+                    length += len(raw)
+                yield LineRef(i, start, length, n), BadLine(name, n, f"line longer than {MAX_LINE_BYTES:,} bytes: "
+                                                                     "skipped")
+            elif raw.strip():
+                yield LineRef(i, start, length, n), raw
+            offset += length
 
 
 def _head(raw: bytes, name: str, line: int) -> tuple[str, float] | BadLine:
@@ -224,11 +298,10 @@ def read_lines(paths: Sequence[str], refs: Sequence[LineRef]) -> list[bytes]:
             f = handles.get(r.file)
             if f is None:
                 try:
-                    f = handles[r.file] = open(paths[r.file], "rb")
-                except OSError as exc:
-                    raise LogFileError(f"cannot read {paths[r.file]}: {exc.strerror}",
-                                       hint="with a Ray cluster, every worker must see the log files at the "
-                                            "same path (shared storage)") from None
+                    f = handles[r.file] = open_log(paths[r.file], paths[r.file])
+                except LogFileError as exc:
+                    raise LogFileError(exc.message, hint="with a Ray cluster, every worker must see the log files "
+                                                         "at the same path (shared storage)") from None
             f.seek(r.offset)
             out.append(f.read(r.length))
     finally:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .logs import BadLine, LineRef, read_lines
+from .logs import BadLines, LineRef, read_lines
 from .reconcile_report import ReconTally
 from .session_report import Assemblers, SessionReport, TurnRow, analyze_session
 
@@ -43,7 +43,7 @@ class Tally:
     reused: int = 0
     causes: dict[str, dict[str, Any]] = field(default_factory=dict)
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    bad: list[BadLine] = field(default_factory=list)
+    bad: BadLines = field(default_factory=BadLines)      # counted; the first 100 kept (logs.BadLines)
     recon: ReconTally = field(default_factory=ReconTally)
 
     def add(self, report: SessionReport, keep_calls: bool = False) -> None:
@@ -83,7 +83,7 @@ class Tally:
     def merge(self, other: "Tally") -> None:
         for k in ("sessions", "turns", "tokens", "held", "reused"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.bad.extend(other.bad)
+        self.bad.merge(other.bad)
         self.recon.merge(other.recon)
         for code, o in other.causes.items():
             c = self.causes.setdefault(code, _cause_slot())
@@ -103,13 +103,13 @@ class Tally:
         """Plain JSON types, for a Ray worker to send back."""
         return {"counts": [self.sessions, self.turns, self.tokens, self.held, self.reused], "causes": self.causes,
                 "fixes": {k: {**v, "causes": sorted(v["causes"])} for k, v in self.fixes.items()},
-                "bad": [[b.file, b.line, b.problem] for b in self.bad], "recon": self.recon.to_wire()}
+                "bad": self.bad.to_wire(), "recon": self.recon.to_wire()}
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> "Tally":
         s, t, tok, h, r = d["counts"]
         return cls(s, t, tok, h, r, d["causes"], {k: {**v, "causes": set(v["causes"])} for k, v in d["fixes"].items()},
-                   [BadLine(f, n, p) for f, n, p in d["bad"]], ReconTally.from_wire(d["recon"]))
+                   BadLines.from_wire(d["bad"]), ReconTally.from_wire(d["recon"]))
 
 
 def analyze_batch(paths: Sequence[str], names: Sequence[str], batch: Iterable[tuple[str, Sequence[LineRef]]],

@@ -12,7 +12,7 @@ from ..errors import WorkbenchError
 from ..templates import DEFAULT_TEMPLATE, get_template
 from ..templates.arguments import template_arguments
 from .options import template_args
-from .output import print_json
+from .output import print_json, safe
 
 # Options of the single-session analysis that the aggregate does not take (it renders every
 # session with its template's own settings; `--template-arg` is the exception: the arguments a
@@ -49,7 +49,7 @@ def unused_arguments(template: str, kwargs: dict[str, Any]) -> None:
     the lines that name none render with; a line naming another gets the arguments too)."""
     read = template_arguments(get_template(template).source)
     for key in sorted(set(kwargs) - set(read)):
-        print(f"warning: template_arg_unused: the template {template!r} does not read {key!r} "
+        print(f"warning: template_arg_unused: the template {safe(repr(template))} does not read {key!r} "
               f"(it reads: {', '.join(read) or 'no arguments'})", file=sys.stderr)
 
 
@@ -80,8 +80,8 @@ def write_reconciliation(d: dict[str, Any]) -> None:
             if name != "match":
                 out.write(f"    {r['advice'][name]}\n")
     for u in r["unexplained"][:5]:
-        out.write(f"    unexplained: {u['file']}:{u['line']} ({u['provider']}): reported {u['reported']['cached']}, "
-                  f"predicted {u['predicted']['cached']}\n")
+        out.write(f"    unexplained: {safe(u['file'])}:{u['line']} ({safe(u['provider'])}): reported "
+                  f"{u['reported']['cached']}, predicted {u['predicted']['cached']}\n")
     if r["diagnostics"]:
         out.write(f"usage diagnostics: {r['diagnostic_count']:,} (first: {_bad(r['diagnostics'][0])})\n")
 
@@ -107,14 +107,15 @@ def write_table(d: dict[str, Any]) -> None:
     for c in d["causes"]:
         out.write(f"{c['code']:<28} {c['sessions']:>9,} {c['turns']:>8,} {c['lost_tokens']:>13,} {c['share']:>7.1%}"
                   + "".join(f" {c['cost'][p]:>12.4f}" for p in provs) + "\n")
+        # Template names, clients and system prompts are the logs' own text: shown as data.
         if c["top_templates"]:
-            out.write("    templates: " + ", ".join(f"{t['template']} ({t['lost_tokens']:,})"
+            out.write("    templates: " + ", ".join(f"{safe(t['template'])} ({t['lost_tokens']:,})"
                                                     for t in c["top_templates"][:3]) + "\n")
         if c.get("top_clients"):
-            out.write("    clients: " + ", ".join(f"{t['client']} ({t['lost_tokens']:,})"
+            out.write("    clients: " + ", ".join(f"{safe(t['client'])} ({t['lost_tokens']:,})"
                                                   for t in c["top_clients"][:3]) + "\n")
         for s in c["top_system_prompts"][:2]:
-            out.write(f"    system {s['sha256'][:12]} ({s['lost_tokens']:,}): {s['preview']}\n")
+            out.write(f"    system {s['sha256'][:12]} ({s['lost_tokens']:,}): {safe(s['preview'])}\n")
     out.write(f"\n{'fix (estimated)':<32} {'kind':<7} {'recovers tokens':>16}  causes\n")
     for f in d["fixes"]:
         out.write(f"{f['fix']:<32} {f['kind']:<7} {f['recovered_tokens']:>16,}  {', '.join(f['causes'])}\n")
@@ -123,4 +124,4 @@ def write_table(d: dict[str, Any]) -> None:
 
 
 def _bad(b: dict[str, Any]) -> str:
-    return f"{b['file']}:{b['line']}: {b['problem']}"
+    return safe(f"{b['file']}:{b['line']}: {b['problem']}")

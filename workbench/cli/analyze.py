@@ -12,7 +12,7 @@ from ..analysis import analyze
 from ..errors import WorkbenchError
 from ..sessions import load_session
 from .options import announce, build_assembler, catalog_entry, common_options, model_json, projection_option
-from .output import print_json
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -79,24 +79,25 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     out = sys.stdout
-    out.write(f"{session.title}: {len(turns)} turns, template {asm.template.name}, tokenizer {asm.tokenizer.name}\n")
+    out.write(f"{safe(session.title)}: {len(turns)} turns, template {safe(asm.template.name)}, tokenizer "
+              f"{safe(asm.tokenizer.name)}\n")
     out.write(f"{'turn':>4} {'tokens':>8} {'reused':>8} {'diverges at':>12}  cause\n")
     for t in turns:
         at = "-" if t.first_divergence is None else f"{t.first_divergence}"
         where = f" ({t.divergence_kind}, seq {t.divergence_seq})" if t.first_divergence is not None else ""
         first = t.causes[0] if t.causes else None
         out.write(f"{t.turn:>4} {t.tokens:>8} {t.reused_tokens:>8} {at:>12}  "
-                  f"{first.code + where if first else ('append-only' if t.turn > 1 else '')}\n")
+                  f"{safe(first.code + where) if first else ('append-only' if t.turn > 1 else '')}\n")
         for c in t.causes:
-            out.write(f"       {c.code}: {c.message}\n       advice: {c.advice}\n")
+            out.write(f"       {safe(c.code)}: {safe(c.message)}\n       advice: {safe(c.advice)}\n")
         r = rec.per_turn[t.turn - 1] if t.turn - 1 < len(rec.per_turn) else None
         if r is not None:
-            out.write(f"       cache ({r['provider']}): reported {r['reported']['cached']} cached"
-                      + (f", {r['reported']['written']} written" if r['reported']['written'] is not None else "")
-                      + f"; predicted {r['predicted']['cached']} cached, {r['predicted']['written']} written: "
-                      + r["class"] + (f" ({r['cause']})" if r["cause"] else "") + "\n")
+            out.write(safe(f"       cache ({r['provider']}): reported {r['reported']['cached']} cached"
+                           + (f", {r['reported']['written']} written" if r['reported']['written'] is not None else "")
+                           + f"; predicted {r['predicted']['cached']} cached, {r['predicted']['written']} written: "
+                           + r["class"] + (f" ({r['cause']})" if r["cause"] else "")) + "\n")
     for b in rec.diagnostics:
-        out.write(f"usage: request {b.line}: {b.problem}\n")
+        out.write(f"usage: request {b.line}: {safe(b.problem)}\n")
     return 0
 
 
@@ -120,10 +121,10 @@ def _with_fixes(args: argparse.Namespace, session: Any, asm: Any, prepare: Any) 
         print_json(fixed_json(m))
         return 0
     out = sys.stdout
-    out.write(f"{session.title}: {len(m.after.turns)} turns, template {asm.template.name}, fixes "
+    out.write(f"{safe(session.title)}: {len(m.after.turns)} turns, template {safe(asm.template.name)}, fixes "
               f"{', '.join(names)}\n")
     for o in m.applied.outcomes:
-        out.write(f"  {o.fix}: {'applied' if o.changed else 'no change'}: {o.note}\n")
+        out.write(f"  {o.fix}: {'applied' if o.changed else 'no change'}: {safe(o.note)}\n")
     prov = list(m.after.turns[0].cached_tokens) if m.after.turns else []
     head = "".join(f" {p + ' cached':>22}" for p in prov) + (f" {'prefill ms':>19}" if m.engine else "")
     out.write(f"{'turn':>4} {'tokens':>15} {'reused':>15}{head}\n")
@@ -136,7 +137,7 @@ def _with_fixes(args: argparse.Namespace, session: Any, asm: Any, prepare: Any) 
     for p in prov:     # a provider that cached nothing says why (the simulation's reason, as --json carries it)
         for label, side in (("before", m.before), ("after", m.after)):
             if side.why.get(p):
-                out.write(f"{p} cached nothing {label}: {side.why[p]}\n")
+                out.write(f"{safe(p)} cached nothing {label}: {safe(side.why[p])}\n")
     out.write("(each cell: before -> after; cost per provider and each turn's reasons in --json)\n")
     return 0
 

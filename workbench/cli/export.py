@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..sessions import load_session
 from . import options
 from .options import build_assembler, common_options
-from .output import print_json
+from .output import print_json, safe
 
 if TYPE_CHECKING:
     from ..export.verify import VerifyReport
@@ -71,8 +71,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"bundle": str(out), "verify": report.to_json()})
     else:
-        print(f"wrote {out}: template {asm.template.name} ({asm.template.version[:12]}), tokenizer "
-              f"{asm.tokenizer.name} ({asm.tokenizer.version[:12]}), {len(sessions)} golden session(s); "
+        print(f"wrote {safe(out)}: template {safe(asm.template.name)} ({asm.template.version[:12]}), tokenizer "
+              f"{safe(asm.tokenizer.name)} ({asm.tokenizer.version[:12]}), {len(sessions)} golden session(s); "
               f"verify: {'ok' if report.ok else 'DRIFT'}")
         if not report.ok:   # written, but this process does not assemble what it wrote: say where
             _print_report(report)
@@ -88,17 +88,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         _print_report(report)
-        print("ok: identical ids" if report.ok else "drift: this instance does not assemble what was exported")
+        print(_verdict(report))
     return 0 if report.ok else 1
 
 
+def _verdict(report: VerifyReport) -> str:
+    if report.ok:
+        return "ok: identical ids"
+    if not report.drift and report.not_assembled is None and report.compared == 0:
+        return "not verified: the bundle holds no exported ids to compare (see above)"
+    return "drift: this instance does not assemble what was exported"
+
+
 def _print_report(report: VerifyReport) -> None:
+    # Session names, file names and messages come from the bundle, which may be anyone's.
     for m in report.mismatches:
-        print(f"MISMATCH {m['file']} ({m['field']}): {m['message']}")
+        print(safe(f"MISMATCH {m['file']} ({m['field']}): {m['message']}"))
     for d in report.drift:
-        print(f"DRIFT {d.describe()}")
+        print(safe(f"DRIFT {d.describe()}"))
     if report.not_assembled:
-        print(f"not assembled: {report.not_assembled}")
+        print(f"not assembled: {safe(report.not_assembled)}")
     for c in report.checked:
-        print(f"checked {c['session']}: {c['turns']} turn(s), {c['tokens']} tokens"
+        print(f"checked {safe(c['session'])}: {c['turns']} turn(s), {c['tokens']} tokens"
               + ("" if c.get("golden", True) else " (no golden: assembled only)"))

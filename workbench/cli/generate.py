@@ -35,7 +35,7 @@ from ..errors import WorkbenchError
 from ..sessions import load_session
 from ..templates import DEFAULT_TEMPLATE
 from .options import announce, at_least, build_assembler, common_options
-from .output import print_json
+from .output import SafeText, print_json
 
 
 def add_parsers(sub: "argparse._SubParsersAction[Any]") -> None:
@@ -88,7 +88,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def write_report(o: RunOutcome, title: str, out: Any = None) -> None:
     """The tab's report as text: the same sentences, one paragraph a line."""
-    out = out or sys.stdout
+    out = SafeText(out or sys.stdout)      # the reply and the turn's text come from the data
     out.write(f"{title}: {plain(headline_parts(o))}\n")
     for line in (o.note, SYNTHETIC_WARNING if o.synthetic else ""):
         if line:

@@ -12,7 +12,8 @@ import sys
 
 from ..capture.importers import SOURCES, import_files, write_log
 from ..errors import LogFileError
-from .output import print_json
+from ..files import check_user_file
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +31,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json and not args.output:
         raise LogFileError("--json prints the summary on stdout, where the lines would go",
                            hint="name the log with -o LOG")
+    for path in args.files:   # a FIFO or a device named here is an error now, not a read that never ends
+        check_user_file(path, cap=None, what="file to import", error=LogFileError)
     result = import_files(args.files, args.source, strict=args.strict)
     written = write_log(result.calls, args.output)
     if args.json:
@@ -37,18 +40,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     err = sys.stderr
     noun = {"langfuse": "observation(s)", "litellm": "row(s)"}.get(result.source, "span(s) and event(s)")
+    # The summary quotes the files (names, ids, values): each shown as data, never as terminal controls.
     print(f"{result.records} {noun} read from {len(result.files)} file(s), {written} line(s) written"
-          + (f" to {args.output}" if args.output else ""), file=err)
+          + (f" to {safe(args.output)}" if args.output else ""), file=err)
     if result.bad:
         print(f"{len(result.bad)} skipped:", file=err)
         for p in result.bad[:20]:
-            print(f"  {p}", file=err)
+            print(f"  {safe(p)}", file=err)
         if len(result.bad) > 20:
             print(f"  ... and {len(result.bad) - 20} more (--json lists 100)", file=err)
     for reason, n in sorted(result.ignored.items()):
-        print(f"{n} ignored: {reason}", file=err)
+        print(f"{n} ignored: {safe(reason)}", file=err)
     if result.warnings:
         print(f"{len(result.warnings)} warning(s):", file=err)
         for p in result.warnings[:20]:
-            print(f"  {p}", file=err)
+            print(f"  {safe(p)}", file=err)
     return 0

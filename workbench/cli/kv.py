@@ -6,7 +6,9 @@ rows from the same `paged_view` over the same turns (ui/kv_panel.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from ..analysis.turn_prompts import turn_prompts
 from ..catalog import ModelEntry
@@ -21,10 +23,11 @@ from ..engine.kv import (
     no_share_reason,
     paged_view,
 )
+from ..files import check_user_file
 from ..sessions import load_session
 from . import options
 from .options import announce, build_assembler, catalog_entry, common_options, model_json
-from .output import print_json
+from .output import print_json, safe
 
 DEFAULT_CONFIG = "Llama-3-8B"
 
@@ -62,23 +65,29 @@ def cmd_kv(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     o = sys.stdout
-    o.write(f"{session.title}: {cfg.name}, {cfg.layers} layers × {cfg.kv_heads} KV heads × {cfg.head_dim} × 2 × "
-            f"{cfg.dtype_bytes} bytes = {cfg.bytes_per_token:,} bytes per token; blocks of {args.block_size}\n")
+    o.write(f"{safe(session.title)}: {safe(cfg.name)}, {cfg.layers} layers × {cfg.kv_heads} KV heads × "
+            f"{cfg.head_dim} × 2 × {cfg.dtype_bytes} bytes = {cfg.bytes_per_token:,} bytes per token; blocks of "
+            f"{args.block_size}\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'blocks':>7} {'shared':>7} {'new':>6} {'KV':>11} {'held':>11}"
             f"  ({HELD_NOTE})\n")
     for t in turns:
         why = no_share_reason(t, args.block_size)
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.blocks:>7} {t.shared_blocks:>7} {t.new_blocks:>6} "
                 f"{format_bytes(t.kv_bytes):>11} {format_bytes(t.held_bytes):>11}"
-                + (f"  shared 0: {why}\n" if why else "\n"))
+                + (f"  shared 0: {safe(why)}\n" if why else "\n"))
     if out["kv_note"]:
-        o.write(f"note: {out['kv_note']}\n")
+        o.write(f"note: {safe(out['kv_note'])}\n")
     return 0
 
 
 def _config(config: str | None, entry: ModelEntry | None) -> KVConfig:
     """`--config` when given; else the `--model`'s KV shape; else the default."""
     if config:
+        # A model's config.json, read by engine/kv.py: checked first as every file a user names is.
+        p = Path(config)
+        target = p / "config.json" if p.is_dir() else p
+        if os.path.lexists(target):
+            check_user_file(target, cap=options.MAX_SETTINGS_BYTES, what="model config")
         return kv_config(config)
     if entry is not None:
         return from_catalog(entry)

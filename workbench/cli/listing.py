@@ -8,7 +8,7 @@ from ..catalog import models
 from ..errors import WorkbenchError
 from ..templates import get_template, shipped_names
 from ..tokenizers import ENTRIES, get_tokenizer
-from .output import print_json
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def cmd_templates(args: argparse.Namespace) -> int:
         print_json(rows)
     else:
         for r in rows:
-            print(f"{r['name']:<15} {r['version'][:12]}  {r['tokenizer'] or '-':<15} {r['description']}")
+            print(f"{r['name']:<15} {r['version'][:12]}  {r['tokenizer'] or '-':<15} {safe(r['description'])}")
     return 0
 
 
@@ -53,7 +53,7 @@ def cmd_tokenizers(args: argparse.Namespace) -> int:
         for r in rows:
             v = (r["version"] or "")[:12]
             state = "" if r["available"] else "  (not installed)"
-            print(f"{r['name']:<15} {v:<12}  {r['description']}{state}")
+            print(f"{r['name']:<15} {v:<12}  {safe(r['description'])}{state}")
     return 0
 
 

@@ -7,7 +7,7 @@ import sys
 
 from ..sessions import load_session
 from .options import build_assembler, common_options
-from .output import print_json
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         # The assembler's counters, then the prompt cache's tiers (hits per tier, faults, bytes).
-        sys.stdout.write(snap.prometheus_text())
+        # Label values name templates and tokenizers, which may be files the user named.
+        sys.stdout.write(safe(snap.prometheus_text(), layout=True))
         if cache is not None:
-            sys.stdout.write(cache.prometheus_text())
+            sys.stdout.write(safe(cache.prometheus_text(), layout=True))
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from .. import strict_json
 from ..assembly import Assembler
 from ..catalog import ModelEntry, lookup
 from ..errors import WorkbenchError
+from ..files import MiB, check_user_file, read_user_file
 from ..injection import ASSISTANT_POLICIES, POLICIES
 from ..sessions import SessionFile
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
@@ -28,11 +30,13 @@ from ..templates.arguments import parse_template_arg, template_arguments
 from ..templates.control_tokens import control_token_notes
 from ..truncation import STRATEGIES, TruncationPolicy
 from ..variables import VariableConfig
+from .output import safe
 
 if TYPE_CHECKING:
     from ..semantic.cache import Thresholds
 
 TIB_IN_MIB = 2**20            # option sizes are in MiB; anything from 1 TiB up is a typo
+MAX_SETTINGS_BYTES = 16 * MiB  # a JSON settings file read whole: --vars, --params, a model config.json
 
 
 # --- the assembly options ------------------------------------------------------------------------
@@ -112,7 +116,7 @@ def announce(asm: Assembler, entry: ModelEntry | None) -> None:
     """For commands whose output has no diagnostics: the assembler's warnings that hold for every
     turn (a template's control tokens the tokenizer lacks) and the model's estimate note, on stderr."""
     for d in control_token_notes(asm.template, asm.tokenizer):
-        print(f"warning: {d.code}: {d.message}", file=sys.stderr)
+        print(safe(f"warning: {d.code}: {d.message}"), file=sys.stderr)
     if entry is not None and entry.estimate:
         print(f"note: {entry.id}: estimate: {entry.estimate}", file=sys.stderr)
 
@@ -126,10 +130,10 @@ def projection_option(p: argparse.ArgumentParser) -> None:
 
 def load_vars(path: str) -> tuple[VariableConfig, dict[str, Any]]:
     p = Path(path)
+    raw = read_user_file(p, cap=MAX_SETTINGS_BYTES, what="--vars file",
+                         raise_hint="prompt-template variables are small: keep large data out of them")
     try:
-        data = strict_json.loads(p.read_text("utf-8"))
-    except OSError as exc:
-        raise WorkbenchError(f"cannot read {p}: {exc.strerror}", hint="check the --vars path") from None
+        data = strict_json.loads(raw.decode("utf-8"))
     except strict_json.JSONValueError as exc:   # NaN, too deep, a lone surrogate...: where, and how to fix it
         raise WorkbenchError(f"{p.name}: {exc}", hint=exc.hint or None) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -159,6 +163,7 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
         cw = entry.context_window
     template = args.template or (entry.template if entry is not None else None) or DEFAULT_TEMPLATE
     tokenizer = args.tokenizer or (entry.tokenizer if entry is not None else None)
+    check_model_files(template, tokenizer)
     options: dict[str, Any] = {}
     if args.template and args.template not in SHIPPED:  # a file or folder nobody reviewed: its own process
         options["render_limits"] = RenderLimits(isolate=True)
@@ -178,8 +183,8 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
     if template_kwargs:
         read = template_arguments(asm.template.source)
         for key in sorted(set(template_kwargs) - set(read)):
-            print(f"warning: template_arg_unused: the template {asm.template.name!r} does not read {key!r} "
-                  f"(it reads: {', '.join(read) or 'no arguments'})", file=sys.stderr)
+            print(safe(f"warning: template_arg_unused: the template {asm.template.name!r} does not read {key!r} "
+                       f"(it reads: {', '.join(read) or 'no arguments'})"), file=sys.stderr)
 
     def prepare(request: dict[str, Any]) -> dict[str, Any]:
         if not request_vars:
@@ -189,6 +194,36 @@ def build_assembler(session: SessionFile, args: argparse.Namespace, cache: objec
         return {**request, "variables": {**(own if isinstance(own, dict) else {}), **request_vars}}
 
     return asm, prepare
+
+
+# The files a template or tokenizer option names are read by their loaders (templates/,
+# tokenizers/). Checked here first, as files.py checks every file a user names: a FIFO or a
+# device in a model folder is an error naming it, not a read that never ends.
+MAX_TEMPLATE_FILE_BYTES = 16 * MiB     # a .jinja file, a tokenizer_config.json with its chat templates
+MAX_TOKENIZER_FILE_BYTES = 256 * MiB   # a tokenizer.json or .tiktoken file (the largest are tens of MiB)
+# What the loaders read in a Hugging Face model folder (a template's folder gives its tokenizer too).
+_FOLDER_FILES = {"chat_template.jinja": (MAX_TEMPLATE_FILE_BYTES, "template file"),
+                 "tokenizer_config.json": (MAX_TEMPLATE_FILE_BYTES, "template file"),
+                 "tokenizer.json": (MAX_TOKENIZER_FILE_BYTES, "tokenizer file")}
+
+
+def check_model_files(template: str | None, tokenizer: str | None) -> None:
+    """Refuse now a template or tokenizer file (or one in a model folder) that is not a regular file
+    or is over its cap; names that are not paths are left to the loaders."""
+    named: list[tuple[str, int, str]] = []
+    if template and template not in SHIPPED:
+        named.append((template, MAX_TEMPLATE_FILE_BYTES, "template file"))
+    for prefix in ("hf:", "tiktoken:"):
+        if tokenizer and tokenizer.startswith(prefix):
+            named.append((tokenizer[len(prefix):], MAX_TOKENIZER_FILE_BYTES, "tokenizer file"))
+    for ref, cap, what in named:
+        p = Path(ref).expanduser()
+        if p.is_dir():
+            for name, (file_cap, file_what) in _FOLDER_FILES.items():
+                if os.path.lexists(p / name):
+                    check_user_file(p / name, cap=file_cap, what=file_what)
+        elif os.path.lexists(p):
+            check_user_file(p, cap=cap, what=what)
 
 
 def template_args(given: list[str] | None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from ..errors import EngineError
 from ..sessions import load_session
 from . import options
 from .options import announce, build_assembler, common_options, model_json
-from .output import print_json
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +118,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
         return 0
     o = sys.stdout
     m = engine.m
-    o.write(f"{session.title}: {n} turns · model {m.label} · {m.device} {m.dtype} · "
+    o.write(f"{safe(session.title)}: {n} turns · model {safe(m.label)} · {m.device} {m.dtype} · "
             f"KV {m.kv.bytes_per_token:,} bytes/token\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'reused':>8} {'prefill':>8} {'ms':>9}" +
             (f" {'no reuse ms':>12}" if args.baseline else "") + f" {'KV MiB':>8}\n")
@@ -129,7 +129,7 @@ def cmd_prefill(args: argparse.Namespace) -> int:
     if turns and turns[-1].get("top"):
         words = ", ".join(f"{x['text']!r} {x['prob']:.2%}" for x in turns[-1]["top"])
         about = "words meaningless: synthetic" if m.source == "synthetic" else m.label
-        o.write(f"next token after the last turn ({about}): {words}\n")
+        o.write(safe(f"next token after the last turn ({about}): {words}") + "\n")
     return 0
 
 
@@ -177,13 +177,14 @@ def _remote(args: argparse.Namespace, session: object) -> int:
         print_json(out)
         return 0
     o = sys.stdout
-    o.write(f"{session.title}: {len(turns)} turns · remote {remote.model} at {remote.base}\n")
+    # The server's model name and its tokenization notes come from the server: shown as data.
+    o.write(f"{safe(session.title)}: {len(turns)} turns · remote {safe(remote.model)} at {safe(remote.base)}\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'server':>8} {'cached':>8} {'ms':>9}  tokenization\n")
     for t in turns:
         p = t["parity"]
         o.write(f"{t['turn']:>4} {t['tokens']:>8} {t['prompt_tokens']:>8} "
                 f"{'-' if t['cached_tokens'] is None else t['cached_tokens']:>8} {t['ms']:>9.1f}  "
-                f"{'same ids' if p['equal'] else 'DIFFERS at ' + p['detail'] + ' (' + str(p['segment']) + ')'}\n")
+                f"{'same ids' if p['equal'] else safe('DIFFERS at ' + p['detail'] + ' (' + str(p['segment']) + ')')}\n")
     if not out["cached_tokens_reported"]:
         o.write(f"the server did not report cached tokens; start it with {FLAGS_HINT}\n")
     return 0

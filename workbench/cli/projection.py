@@ -12,7 +12,7 @@ from typing import Any
 from ..analysis.projection import ProjectedTurn, project
 from ..sessions import load_session
 from .options import build_assembler
-from .output import print_json
+from .output import print_json, safe
 
 
 def projected(args: argparse.Namespace, upto: int | None = None) -> tuple[list[ProjectedTurn], str, Any]:
@@ -44,7 +44,7 @@ def cmd_render_projection(args: argparse.Namespace, print_view: Callable[..., No
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty()
                                         and not os.environ.get("NO_COLOR"))
     print_view(t.result, sys.stdout, colour=colour, full=args.full)
-    sys.stdout.write(_summary(t) + "\n")
+    sys.stdout.write(safe(_summary(t)) + "\n")
     return 0
 
 
@@ -66,15 +66,15 @@ def cmd_analyze_projection(args: argparse.Namespace) -> int:
         print_json({"projection": True, "turns": rows})
         return 0
     out = sys.stdout
-    out.write(f"{title}: {len(turns)} turns, projection of template {asm.template.name}, tokenizer "
-              f"{asm.tokenizer.name}\n")
+    out.write(f"{safe(title)}: {len(turns)} turns, projection of template {safe(asm.template.name)}, tokenizer "
+              f"{safe(asm.tokenizer.name)}\n")
     out.write(f"{'turn':>4} {'tokens':>8} {'held':>8} {'reused':>8} {'template reused':>16}  "
               "departs from the template\n")
     for t, r in zip(turns, rows):
         dep = "restart: " + t.restart if t.restart else (
             f"at {t.departure.token} (seq {t.departure.seq}): {t.departure.note}" if t.departure else "-")
         out.write(f"{t.turn:>4} {r['tokens']:>8} {t.held_tokens:>8} {t.reused_tokens:>8} {t.template_reused:>16}  "
-                  f"{dep}\n")
+                  f"{safe(dep)}\n")
     return 0
 
 

@@ -16,7 +16,7 @@ from ..assembly.result import AssemblyResult
 from ..segments import Segment
 from ..sessions import SessionFile, load_session, parse_session
 from .options import build_assembler, catalog_entry, common_options, model_json, projection_option
-from .output import print_json
+from .output import print_json, safe
 
 _RESET = "\x1b[0m"
 _KIND_COLOUR = {"bos": "90", "preamble": "90", "system": "35", "tools": "33", "generation_prompt": "96", "image": "95"}
@@ -57,14 +57,14 @@ def print_variables(result: AssemblyResult, out: TextIO) -> None:
     if not result.variables:
         out.write("no prompt-template variables (mark a message with \"template\": true to use them)\n")
         return
-    width = max(len(b.name) for b in result.variables)
+    width = max(len(safe(b.name)) for b in result.variables)
     for b in result.variables:
         value = b.value if isinstance(b.value, str) else json.dumps(b.value, ensure_ascii=False)
         if len(value) > 60:
             value = value[:57] + "..."
         flag = "  volatile" if b.volatile else ""
         seqs = ",".join("-" if q is None else str(q) for q in b.seqs)
-        out.write(f"{b.name:<{width}}  {b.scope:<8}  seq {seqs:<6} {value!r}{flag}\n")
+        out.write(f"{safe(b.name):<{width}}  {b.scope:<8}  seq {seqs:<6} {safe(repr(value))}{flag}\n")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -79,7 +79,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     data = json.loads(resources.files("workbench").joinpath("_data", "demo_session.json").read_text("utf-8"))
     session = parse_session(data, "demo_session.json")
     if not args.json:
-        print(f"Prompt Workbench demo: {session.title} ({len(session.turns)} turns; "
+        print(f"Prompt Workbench demo: {safe(session.title)} ({len(session.turns)} turns; "
               f"showing turn {args.turn or len(session.turns)})\n")
     return _emit(session, args)
 
@@ -106,14 +106,16 @@ def _paint(text: str, code: str, colour: bool) -> str:
 
 
 def _visible(s: str) -> str:
-    return s.replace("\n", "↵\n").replace("\t", "⇥\t")
+    """Prompt text as shown: line breaks and tabs marked (the text keeps them), every other control
+    character an escape (output.safe): a message's ESC never reaches the terminal, colour or not."""
+    return safe(s, layout=True).replace("\n", "↵\n").replace("\t", "⇥\t")
 
 
 def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: bool = False, full: bool = False,
                tokenizer=None, fold: int = 1600) -> None:  # type: ignore[no-untyped-def]
     b = result.budget
-    out.write(f"template {result.template['name']} ({result.template['version'][:12]})  ·  tokenizer "
-              f"{result.tokenizer['name']} ({result.tokenizer['version'][:12]})\n")
+    out.write(f"template {safe(result.template['name'])} ({result.template['version'][:12]})  ·  tokenizer "
+              f"{safe(result.tokenizer['name'])} ({result.tokenizer['version'][:12]})\n")
     out.write(f"{result.total_tokens} tokens · {len(result.segments)} segments · budget {b.used}/{b.input_budget} "
               f"(window {b.context_window} − reserve {b.reserve}) · cache key {result.cache_key.short}\n")
     out.write("  " + " · ".join(f"{k.replace('_', ' ')} {v['tokens']} ({v['share']:.1%})"
@@ -130,13 +132,13 @@ def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: boo
     images = {(i["start"], i["end"]): i for i in result.images()}
     for s in result.segments:
         code = _ROLE_COLOUR.get(s.role or "", "37") if s.kind == "message" else _KIND_COLOUR.get(s.kind, "37")
-        label = s.kind + (f" · {s.role}" if s.role and s.kind == "message" else "") + \
+        label = safe(s.kind + (f" · {s.role}" if s.role and s.kind == "message" else "")) + \
             (f" · seq {s.seq}" if s.seq is not None else "")
         out.write(_paint(f"── {label} · {s.token_count} tokens [{s.start}:{s.end}] ", code + ";1", colour) + "\n")
         img = images.get((s.start, s.end))
         if img is not None and not full:
             # An image is its placeholder tokens: say what the image is and how they were counted.
-            out.write(_paint(_image_line(s, img), code, colour) + "\n")
+            out.write(_paint(safe(_image_line(s, img)), code, colour) + "\n")
             continue
         if tokenizer is not None and (tokens or specials):
             body = _token_text(s, tokenizer, specials, code, colour, tokens)
@@ -147,8 +149,8 @@ def print_view(result: AssemblyResult, out: TextIO, *, colour: bool, tokens: boo
         out.write(body + "\n")
     for d in result.diagnostics:
         where = f" (seq {d.seq})" if d.seq is not None else ""
-        out.write(_paint(f"{d.level}: {d.code}{where}: {d.message}", "33" if d.level != "info" else "90", colour)
-                  + "\n")
+        out.write(_paint(safe(f"{d.level}: {d.code}{where}: {d.message}"), "33" if d.level != "info" else "90",
+                         colour) + "\n")
 
 
 def _image_line(s: Segment, img: dict) -> str:
@@ -186,7 +188,7 @@ def _token_text(s, tokenizer, specials, code, colour, tokens) -> str:  # type: i
         piece = dec.decode(tokenizer.token_bytes(tid))
         if tid in specials and piece in tokenizer.specials:
             flush()
-            parts.append(_paint(piece, "7;" + code, colour) if colour else piece)
+            parts.append(_paint(safe(piece), "7;" + code, colour) if colour else safe(piece))
         elif tokens:
             flush()
             parts.append(_paint(_visible(piece), code + (";4" if k % 2 else ""), colour) if colour

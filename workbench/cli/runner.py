@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from ..errors import WorkbenchError
+from .output import safe
 
 
 class UsageError(Exception):
@@ -61,7 +62,8 @@ def run(build_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str]
 
 
 def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    # A message may quote the data (a file name, a field's value): one line, nothing a terminal acts on.
+    print(f"error: {safe(message)}", file=sys.stderr)
     return 2
 
 

@@ -19,7 +19,7 @@ from ..semantic.embedders import NAMES
 from ..sessions import load_session
 from . import options
 from .options import announce, build_assembler, catalog_entry, common_options
-from .output import print_json
+from .output import SafeText, print_json
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -110,6 +110,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 def write_lookup(v: dict[str, Any], title: str, count: int, o: TextIO) -> None:
     """The lookup in a few lines: the verdict and why, this turn's fingerprint, the neighbours."""
+    o = SafeText(o)       # the reasons quote the turns' text
     from ..ui.semantic_panel import VERDICTS, decided_on, reason_sentence
     th = v["thresholds"]
     o.write(f"{title}: turn {v['turn']} of {count} · embedder {v['embedder']} · window {v['window']} · "

@@ -20,10 +20,12 @@ from ..analysis.policies import PolicyRun, compare_policies
 from ..analysis.provider_params import ProviderParams
 from ..catalog import ModelEntry, find
 from ..errors import ProviderParamsError
+from ..files import check_user_file
 from ..sessions import load_session
 from ..truncation import STRATEGIES
+from . import options
 from .options import announce, build_assembler, common_options, model_json
-from .output import print_json
+from .output import print_json, safe
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +49,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     session = load_session(args.session)
+    if args.params:       # read by provider_params.py; checked first, as every file a user names is
+        check_user_file(args.params, cap=options.MAX_SETTINGS_BYTES, what="--params file")
     every = args.truncation == "all"
     strategies = STRATEGIES if every else (args.truncation,)
     entry = find(args.model) if args.model else None
@@ -67,15 +71,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if every:
         _side_by_side(runs, session.title, params)
         return 0
-    why = f" ({sim.why})" if sim.why else ""
-    o.write(f"{session.title}: {len(sim.turns)} turns · provider {sim.provider} ({params.model}) · truncation "
+    why = f" ({safe(sim.why)})" if sim.why else ""
+    o.write(f"{safe(session.title)}: {len(sim.turns)} turns · provider {safe(sim.provider)} ({safe(params.model)}) · "
+            f"truncation "
             f"{runs[0].policy} · hit ratio {sim.hit_ratio:.1%}{why} · cost ${sim.total_cost:.4f} (example prices: "
             "check them)\n")
     o.write(f"{'turn':>4} {'tokens':>8} {'cached':>8} {'written':>8} {'cost $':>10}  why not more\n")
     for t in sim.turns:
         o.write(f"{t.turn:>4} {t.tokens:>8} {t.cached_tokens:>8} {t.cache_write_tokens:>8} {t.cost:>10.5f}  "
-                f"{t.why}".rstrip() + "\n")
-    o.write(f"{params.citation}\n")
+                f"{safe(t.why)}".rstrip() + "\n")
+    o.write(f"{safe(params.citation)}\n")
     return 0
 
 
@@ -95,7 +100,8 @@ def _params(provider: str, entry: ModelEntry | None, model: str | None, path: st
 
 def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParams) -> None:
     o = sys.stdout
-    o.write(f"{title}: {len(runs[0].prompts)} turns · provider {params.name} ({params.model}) · each truncation "
+    o.write(f"{safe(title)}: {len(runs[0].prompts)} turns · provider {safe(params.name)} ({safe(params.model)}) · "
+            "each truncation "
             "policy (example prices: check them)\n")
     o.write(f"{'truncation':<13} {'truncated':>9} {'stable':>7} {'tokens':>11} {'cached':>11} {'hit':>6} "
             f"{'cost $':>10}\n")
@@ -105,7 +111,7 @@ def _side_by_side(runs: tuple[PolicyRun, ...], title: str, params: ProviderParam
                 f"{r.cached_tokens(s.provider):>11,} {s.hit_ratio:>6.1%} {s.total_cost:>10.4f}\n")
     for r in runs:
         if r.simulations[0].why:
-            o.write(f"{r.policy}: nothing cached: {r.simulations[0].why}\n")
+            o.write(f"{r.policy}: nothing cached: {safe(r.simulations[0].why)}\n")
     o.write("stable: turns whose prompt starts with the whole previous prompt (an engine prefills only the new "
             "tokens)\n")
-    o.write(f"{params.citation}\n")
+    o.write(f"{safe(params.citation)}\n")

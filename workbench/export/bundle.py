@@ -35,7 +35,7 @@ from ..errors import WorkbenchError
 from . import safe_yaml
 from .goldens import golden_of
 from .schema import SCHEMA, SCHEMA_VERSION
-from .seal import SEALED, changes, fields_of, seal_of
+from .seal import SEALED, changes, fields_of, golden_seal, seal_of
 
 KEY_RECIPE = {
     "version": 2,
@@ -153,10 +153,13 @@ def export_bundle(asm: Assembler, out: str | Path, sessions: Sequence[tuple[str,
                 golden = fixed_golden(asm, name, list(requests), applied, turns)
             else:
                 golden = golden_of(asm, name, requests, turns=turns)
-            (tmp / "goldens" / f"{stem}.json").write_text(json.dumps(golden, ensure_ascii=False), encoding="utf-8")
+            text = json.dumps(golden, ensure_ascii=False)
+            (tmp / "goldens" / f"{stem}.json").write_text(text, encoding="utf-8")
             entry = {"session": name, "file": f"goldens/{stem}.json", "turns": [t["turn"] for t in golden["turns"]]}
             if applied is not None:
                 entry.update(fixes=[o.fix for o in applied.outcomes], projection=applied.settings.projection)
+            # Sealed over the golden as verify will read it back (JSON's types, not Python's).
+            entry["seal"] = golden_seal(json.loads(text))
             config["goldens"].append(entry)
         if provider is not None:
             (tmp / "requests").mkdir()

@@ -6,12 +6,12 @@ template, or a FIFO that never ends.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from ..errors import BundleError
+from ..files import read_user_file
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -48,22 +48,14 @@ def inside(root: Path, rel: object, field: str | None, file: str = "workbench.ya
     if not path.exists():
         raise BundleError(f"{rel}: missing from the bundle", file=str(rel), field=field)
     if not path.is_file():   # a FIFO or a device would block the read or never end
-        raise BundleError(f"{rel}: not a regular file", file=str(rel), field=field)
+        raise BundleError(f"{rel}: not a regular file", file=str(rel), field=field,
+                          hint="a bundle holds plain files only: re-export it")
     return path
 
 
-def read_bytes(path: Path, limit: int | None, rel: str, field: str | None) -> bytes:
-    """The file's bytes (at most `limit`). Opened without blocking and checked to be a regular file
-    on the open descriptor, so a FIFO swapped in after `inside` looked cannot stall the loader."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise BundleError(f"{rel}: cannot read it ({exc.strerror})", file=rel, field=field) from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BundleError(f"{rel}: not a regular file", file=rel, field=field)
-        data = f.read() if limit is None else f.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        raise BundleError(f"{rel}: larger than {limit:,} bytes, the most a bundle's file may hold here", file=rel,
-                          field=field, hint="re-export the bundle")
-    return data
+def read_bytes(path: Path, limit: int, rel: str, field: str | None) -> bytes:
+    """The file's bytes, at most `limit` (files.py: opened without blocking and without following a
+    link swapped in after `inside` looked, and refused unless it is a regular file)."""
+    return read_user_file(path, cap=limit, what="bundle file", name=rel, follow_links=False,
+                          error=partial(BundleError, file=rel, field=field),
+                          raise_hint="re-export the bundle (`workbench export --turns last` keeps goldens small)")

@@ -86,6 +86,11 @@ def loads(text: str, file: str) -> Any:
                           hint="re-export the bundle; write repeated values out in full") from None
     except yaml.YAMLError as exc:                      # yaml's message carries the line: pass it on
         raise BundleError(f"{file}: not valid YAML: {exc}", file=file) from None
+    except ValueError as exc:
+        # The constructors' own refusals, which are not YAMLErrors: an integer of more digits than
+        # Python converts (4,300), a malformed timestamp or base64 value.
+        raise BundleError(f"{file}: a value YAML cannot read ({exc})", file=file,
+                          hint="re-export the bundle") from None
     _json_only(data, file, "")
     return data
 

@@ -4,7 +4,10 @@ flipping `policies.injection` from escape to allow, or raising a limit, is refus
 
 What it covers (SEALED): the whole template section (template.sha256 binds the .jinja file),
 tokenizer.version (binds the vocabulary; tokenizer.name is only where to load it from), policies,
-budget, variables, the cache-key recipe and the semantic cache's settings. What it leaves free:
+budget, variables, the cache-key recipe, the semantic cache's settings and, from seal version 2,
+the goldens: their list, and in each entry a SHA-256 per field of its golden file (`seal`:
+session, turns with their requests and ids, fixes), so a golden's recorded fixes, requests or ids
+edited by hand are named by `workbench verify` like a policy is (`golden_changes`). What it leaves free:
 the deployment's own choices, which change where prompts are cached but never which prompt is
 built: cache.redis (the URL's variable, required, TTL, namespace), cache.local_bytes, and the
 informational created_by and providers sections; schema_version is checked on its own.
@@ -22,8 +25,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-SEAL_VERSION = 1
-SEALED = ("template", "tokenizer.version", "policies", "budget", "variables", "cache.key_recipe", "semantic_cache")
+SEAL_VERSION = 2
+SEALED = ("template", "tokenizer.version", "policies", "budget", "variables", "cache.key_recipe", "semantic_cache",
+          "goldens")
+# What each seal version covers: a bundle sealed before the goldens were keeps loading (its
+# assembler's settings are all sealed), and `workbench verify` says its goldens are not sealed.
+SEALED_BY_VERSION = {1: SEALED[:-1], 2: SEALED}
 # Free-form maps are sealed whole: their keys are the user's, not the schema's.
 _WHOLE = {"template.kwargs", "policies.template_kwargs", "variables.constants", "variables.declarations",
           "cache.key_recipe"}
@@ -76,18 +83,19 @@ def _leaves(path: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
-def fields_of(config: dict) -> dict[str, str]:
-    """field path -> SHA-256 of its canonical JSON, over every sealed field present."""
+def fields_of(config: dict, version: int = SEAL_VERSION) -> dict[str, str]:
+    """field path -> SHA-256 of its canonical JSON, over every field present that a seal of
+    `version` covers."""
     out: dict[str, str] = {}
-    for root in SEALED:
+    for root in SEALED_BY_VERSION.get(version, SEALED):
         value = _at(config, root)
         if value is not _MISSING:
             out.update((p, _digest(v)) for p, v in _leaves(root, value))
     return out
 
 
-def total_of(fields: dict[str, str]) -> str:
-    return _digest({"version": SEAL_VERSION, "fields": fields})
+def total_of(fields: dict[str, str], version: int = SEAL_VERSION) -> str:
+    return _digest({"version": version, "fields": fields})
 
 
 def seal_of(config: dict) -> dict:
@@ -96,16 +104,30 @@ def seal_of(config: dict) -> dict:
     return {"version": SEAL_VERSION, "sha256": total_of(fields), "fields": fields}
 
 
+def golden_seal(golden: dict) -> dict[str, str]:
+    """A golden file's seal (its entry's `seal` in workbench.yaml): a SHA-256 per top-level field,
+    so that an edit is named by the field it touched (`fixes`, `turns`)."""
+    return {k: _digest(v) for k, v in golden.items()}
+
+
+def golden_changes(golden: dict, sealed: dict[str, str]) -> list[Change]:
+    """The golden's fields that differ from its seal (empty: the golden is the one exported)."""
+    actual = golden_seal(golden)
+    return [Change(k, "changed" if k in sealed and k in actual else "added" if k in actual else "removed")
+            for k in sorted(sealed.keys() | actual.keys()) if sealed.get(k) != actual.get(k)]
+
+
 def changes(config: dict, pinned: str | None = None) -> list[Change]:
     """What differs from the seal, field by field (empty: the configuration is the exported one).
     `pinned`: the seal SHA-256 the caller expects, from outside the folder."""
     seal = config.get("seal")
     if not isinstance(seal, dict) or not isinstance(seal.get("fields"), dict):
         return [Change("seal", "missing")]
-    stored, actual = seal["fields"], fields_of(config)
+    version = seal.get("version", SEAL_VERSION)
+    stored, actual = seal["fields"], fields_of(config, version)
     out = [Change(p, "changed" if p in stored and p in actual else "added" if p in actual else "removed")
            for p in sorted(stored.keys() | actual.keys()) if stored.get(p) != actual.get(p)]
-    if not out and seal.get("sha256") != total_of(stored):
+    if not out and seal.get("sha256") != total_of(stored, version):
         out.append(Change("seal.sha256", "changed"))
     if not out and pinned is not None and seal.get("sha256") != pinned.strip().lower():
         out.append(Change("seal.sha256", "not pinned"))
