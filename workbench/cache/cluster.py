@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import WorkbenchError
+from ..redact import redact_url
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
@@ -51,29 +52,23 @@ class ClusterURL:
     ssl: dict[str, str] = field(default_factory=dict)
 
     def redacted(self) -> str:
-        """The URL without its password, for messages and logs."""
-        auth = f"{self.username or ''}:***@" if self.password else ""
-        hosts = ",".join(f"{h}:{p}" for h, p in self.nodes)
+        """The URL without its credentials, for messages and logs (as workbench.redact writes them)."""
+        auth = "***@" if self.password is not None or self.username is not None else ""
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.nodes)
         return f"{SCHEMES[self.tls]}://{auth}{hosts}/"
 
 
 def _bad(message: str, url: str) -> WorkbenchError:
-    return WorkbenchError(f"the Redis Cluster URL is not valid: {message} (in {_redact(url)!r})", hint=_HINT)
+    return WorkbenchError(f"the Redis Cluster URL is not valid: {message} (in {redact_url(url)!r})", hint=_HINT)
 
 
 def _credentials_end(rest: str) -> int:
-    """Where the credentials of `rest` (the URL after '://') end: at the last '@' before the query,
-    -1 when there are none. A password may hold '@' or '/' unescaped; taking the last '@' keeps all
-    of it out of the hosts, the path and every message."""
-    return rest.split("?", 1)[0].rfind("@")
-
-
-def _redact(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    at = _credentials_end(rest)
-    if at >= 0:
-        return f"{head}{sep}{rest[:at].split(':', 1)[0]}:***@{rest[at + 1:]}"
-    return url
+    """Where the credentials of `rest` (the URL after '://') end: at its last '@', -1 when there are
+    none. A password may hold any character unescaped ('@', '/', '?', '#'): the host list holds no
+    '@', so the last one ends the credentials, and every part a message quotes (a node, the path,
+    an option) comes after it. workbench.redact masks the same span. (An '@' in an option value
+    must be written %40.)"""
+    return rest.rfind("@")
 
 
 def _node(part: str, url: str, i: int) -> tuple[str, int]:

@@ -30,11 +30,14 @@ CLUSTER_MAX_ARRAY_DEPTH = 8
 
 class ClusterClientFactory:
     def __init__(self, spec: ClusterURL, *, socket_timeout_s: float, connect_timeout_s: float,
-                 max_value_bytes: int):
+                 max_value_bytes: int, max_connections: int | None = None, gauge: Any = None):
         self.spec = spec
         self._socket_timeout_s = socket_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._max_value_bytes = max_value_bytes
+        # Per node; None: redis-py's own default. The cache tier passes its slot count (redis_pool.py).
+        self._max_connections = max_connections
+        self._gauge = gauge
 
     def connect(self) -> Any:
         """A RedisCluster client; building one reads the topology from the first startup node that
@@ -49,7 +52,9 @@ class ClusterClientFactory:
             protocol=2, retry_on_timeout=False,
             connection_class=bounded_connection(self._max_value_bytes, tls=spec.tls,
                                                 max_array_items=CLUSTER_MAX_ARRAY_ITEMS,
-                                                max_array_depth=CLUSTER_MAX_ARRAY_DEPTH))
+                                                max_array_depth=CLUSTER_MAX_ARRAY_DEPTH, gauge=self._gauge))
+        if self._max_connections is not None:
+            kwargs["max_connections"] = self._max_connections
         if spec.username is not None:
             kwargs["username"] = spec.username
         if spec.password is not None:

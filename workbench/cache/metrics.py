@@ -61,6 +61,13 @@ class MetricsSnapshot:
     # "env" or "argument": a secret other machines can share. "deployment": made on this machine
     # (other machines sharing the Redis will not read its entries); "process": this process alone.
     redis_secret: SecretSource | None = None
+    # The tier's connections (redis_pool.py): open now, the most open at once, the cap (0 without
+    # Redis); calls that waited for a free connection, and those that gave up at their deadline.
+    redis_connections: int = 0
+    redis_connections_peak: int = 0
+    redis_connections_max: int = 0
+    redis_pool_waits: int = 0
+    redis_pool_timeouts: int = 0
 
     def prometheus_text(self) -> str:
         return render_prometheus(self)
@@ -110,7 +117,8 @@ class CacheMetrics:
         self._misses = dict.fromkeys(TIERS, 0)
         self._faults = dict.fromkeys(FAULT_KINDS, 0)
         self._counts = {"builds": 0, "build_failures": 0, "singleflight_waits": 0,
-                        "negative_hits": 0, "redis_skipped": 0, "redis_oversize_puts": 0}
+                        "negative_hits": 0, "redis_skipped": 0, "redis_oversize_puts": 0,
+                        "redis_pool_waits": 0, "redis_pool_timeouts": 0}
         self._lat = {op: LatencyCounter() for op in ("get", "put")}
 
     def hit(self, tier: Tier) -> None:
@@ -134,7 +142,9 @@ class CacheMetrics:
             self._lat[op].add(ns)
 
     def snapshot(self, *, local_bytes: int, local_entries: int, local_capacity_bytes: int,
-                 evictions: int, redis_enabled: bool, redis_secret: SecretSource | None = None) -> MetricsSnapshot:
+                 evictions: int, redis_enabled: bool, redis_secret: SecretSource | None = None,
+                 redis_connections: tuple[int, int, int] = (0, 0, 0)) -> MetricsSnapshot:
+        """`redis_connections`: (open now, most open at once, cap) of the Redis tier's connections."""
         with self._lock:
             hits, misses, faults = dict(self._hits), dict(self._misses), dict(self._faults)
             counts = dict(self._counts)
@@ -149,6 +159,9 @@ class CacheMetrics:
             local_capacity_bytes=local_capacity_bytes, evictions=evictions,
             get_latency=lat["get"], put_latency=lat["put"], redis_enabled=redis_enabled,
             redis_oversize_puts=counts["redis_oversize_puts"], redis_secret=redis_secret,
+            redis_connections=redis_connections[0], redis_connections_peak=redis_connections[1],
+            redis_connections_max=redis_connections[2], redis_pool_waits=counts["redis_pool_waits"],
+            redis_pool_timeouts=counts["redis_pool_timeouts"],
         )
 
 
@@ -220,6 +233,18 @@ def render_prometheus(m: MetricsSnapshot) -> str:
             "1 for where the Redis tier's HMAC secret came from; deployment or process: other machines "
             "cannot share entries until WORKBENCH_CACHE_SECRET is set.",
             [("", {"source": s}, int(m.redis_secret == s)) for s in SECRET_SOURCES])
+    prom_family(out, "redis_connections", "gauge", "Connections the Redis tier holds open.",
+            [("", {}, m.redis_connections)])
+    prom_family(out, "redis_connections_peak", "gauge", "The most connections the Redis tier held open at once.",
+            [("", {}, m.redis_connections_peak)])
+    prom_family(out, "redis_connections_max", "gauge",
+            "The Redis tier's connection cap: calls beyond it wait for a free connection (0: no Redis).",
+            [("", {}, m.redis_connections_max)])
+    prom_family(out, "redis_pool_waits_total", "counter", "Redis calls that waited for a free connection.",
+            [("", {}, m.redis_pool_waits)])
+    prom_family(out, "redis_pool_timeouts_total", "counter",
+            "Redis calls that found no free connection within their deadline (misses; the server is not "
+            "backed off).", [("", {}, m.redis_pool_timeouts)])
     prom_family(out, "local_bytes", "gauge", "Bytes held by the local tier.", [("", {}, m.local_bytes)])
     prom_family(out, "local_capacity_bytes", "gauge", "Byte cap of the local tier.",
             [("", {}, m.local_capacity_bytes)])

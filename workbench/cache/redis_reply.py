@@ -158,6 +158,8 @@ class BoundedRESP2Parser(_RESP2Parser):
     max_value_bytes = 64 << 20
     max_array_items = MAX_ARRAY_ITEMS
     max_array_depth = MAX_ARRAY_DEPTH
+    gauge: Any = None           # the tier's ConnectionGauge (redis_pool.py): counts what connects
+    _counted = False            # this parser's connection is counted open in the gauge
 
     def on_connect(self, connection: Any) -> None:
         super().on_connect(connection)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
@@ -165,6 +167,16 @@ class BoundedRESP2Parser(_RESP2Parser):
         sock = cast(socket.socket, self._sock)
         self._buffer = BoundedSocketBuffer(sock, self.socket_read_size, connection.socket_timeout,
                                            self.max_value_bytes + REPLY_ALLOWANCE)
+        if self.gauge is not None and not self._counted:
+            self._counted = True
+            self.gauge.connected()
+
+    def on_disconnect(self) -> None:
+        super().on_disconnect()  # type: ignore[no-untyped-call]
+        # (redis-py disconnects a connection more than once: on an error, on release, when collected)
+        if self._counted:
+            self._counted = False
+            self.gauge.disconnected()
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         if isinstance(self._buffer, BoundedSocketBuffer):
@@ -215,22 +227,23 @@ class BoundedRESP2Parser(_RESP2Parser):
 
 
 def bounded_parser(max_value_bytes: int, max_array_items: int = MAX_ARRAY_ITEMS,
-                   max_array_depth: int = MAX_ARRAY_DEPTH) -> type[BoundedRESP2Parser]:
-    """A parser class for one Redis tier: redis-py builds one instance per connection."""
+                   max_array_depth: int = MAX_ARRAY_DEPTH, gauge: Any = None) -> type[BoundedRESP2Parser]:
+    """A parser class for one Redis tier: redis-py builds one instance per connection. `gauge`
+    (a redis_pool.ConnectionGauge) counts the connections as they open and close."""
     return type("BoundedRESP2Parser", (BoundedRESP2Parser,),
                 {"max_value_bytes": max_value_bytes, "max_array_items": max_array_items,
-                 "max_array_depth": max_array_depth})
+                 "max_array_depth": max_array_depth, "gauge": gauge})
 
 
 def bounded_connection(max_value_bytes: int, *, tls: bool = False, max_array_items: int = MAX_ARRAY_ITEMS,
-                       max_array_depth: int = MAX_ARRAY_DEPTH) -> type[Any]:
+                       max_array_depth: int = MAX_ARRAY_DEPTH, gauge: Any = None) -> type[Any]:
     """A redis-py connection class with the bounded parser whose connect ends by the open call's
     deadline. A cluster client opens connections inside a call (to the node a MOVED names, to each
     startup node when it reads the topology again); each must fit in what is left of the deadline,
     not take a fresh connect timeout of its own."""
     from redis.connection import Connection, SSLConnection
 
-    parser = bounded_parser(max_value_bytes, max_array_items, max_array_depth)
+    parser = bounded_parser(max_value_bytes, max_array_items, max_array_depth, gauge)
     base: type[Any] = SSLConnection if tls else Connection
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

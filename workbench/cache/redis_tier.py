@@ -29,6 +29,10 @@ skipped for a short interval that doubles up to a cap, and one caller at a time 
 ends, so a dead, paused or hostile server costs about one deadline per interval instead of one
 per call. On a Redis Cluster (`redis+cluster://`, cluster.py, cluster_client.py) the back-off is
 per shard, and the key holds the conversation's hash tag, `{tag}digest` (docs/scaling.md).
+
+Threads share one client whose connections are bounded (redis_pool.py): at most `max_connections`
+calls at once, each waiting for a slot within its deadline, so any number of threads against a
+healthy server see no fault, and the server sees at most that many connections from the tier.
 """
 
 from __future__ import annotations
@@ -52,9 +56,11 @@ from numpy.typing import NDArray
 
 from .._optional import require
 from ..errors import WorkbenchError
+from ..redact import credentials_problem, leaks_credentials, redact_url
 from .cluster import is_cluster_url, parse_cluster_url
 from .keys import CacheKey
 from .metrics import CacheMetrics, FaultKind
+from .redis_pool import DEFAULT_MAX_CONNECTIONS, CallSlots, ConnectionGauge, check_max_connections
 from .secret import CacheSecret
 
 # Bump when the layout below changes: it is in the header and in every key, so two
@@ -240,11 +246,13 @@ class RedisTier:
     def __init__(self, url: str, *, environment: str, namespace: str, ttl_s: float,
                  socket_timeout_s: float, metrics: CacheMetrics, secret: CacheSecret,
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
-                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, deadline_s: float = DEFAULT_DEADLINE_S):
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, deadline_s: float = DEFAULT_DEADLINE_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
         redis = require("redis", "the shared Redis cache tier (WORKBENCH_REDIS_URL)")
         from .redis_reply import DeadlineExceeded, ReplyTooLarge, bounded_call
 
         _check_limits(ttl_s, socket_timeout_s, deadline_s, max_value_bytes)
+        max_connections = check_max_connections(max_connections)
         self.prefix = f"workbench:{check_name('environment', environment)}:{FORMAT_VERSION}:" \
                       f"{check_name('namespace', namespace)}:"
         self.max_value_bytes = max_value_bytes
@@ -268,6 +276,7 @@ class RedisTier:
         self._cluster = is_cluster_url(url)
         self._client_lock = threading.Lock()
         self._client: Any = None
+        self.connections = ConnectionGauge()
         if self._cluster:
             from .cluster_client import ClusterClientFactory
             # Parsed now (a bad URL is an error at once); connected on first use, under a call's
@@ -275,9 +284,14 @@ class RedisTier:
             # must cost a miss, not a failed start.
             self._factory = ClusterClientFactory(parse_cluster_url(url), socket_timeout_s=socket_timeout_s,
                                                  connect_timeout_s=min(socket_timeout_s, deadline_s),
-                                                 max_value_bytes=max_value_bytes)
+                                                 max_value_bytes=max_value_bytes, max_connections=max_connections,
+                                                 gauge=self.connections)
         else:
-            self._client = _single_client(redis, url, socket_timeout_s, deadline_s, max_value_bytes)
+            self._client = _single_client(redis, url, socket_timeout_s, deadline_s, max_value_bytes,
+                                          max_connections, self.connections)
+            # A URL may ask for a smaller pool (?max_connections=N): never more slots than connections.
+            max_connections = min(max_connections, self._client.connection_pool.max_connections)
+        self.slots = CallSlots(max_connections)
 
     # --- keys ----------------------------------------------------------------------------
 
@@ -378,6 +392,11 @@ class RedisTier:
         rkey = self.key(key)
         return self._call(rkey, lambda c: c.set(rkey, blob, px=self._ttl_ms)) not in (_FAILED, _SKIPPED)
 
+    def connection_counts(self) -> tuple[int, int, int]:
+        """(connections open now, most open at once, the cap on calls at once)."""
+        g = self.connections
+        return g.open, g.peak, self.slots.size
+
     def close(self) -> None:
         try:
             if self._client is not None:
@@ -393,8 +412,21 @@ class RedisTier:
         if not backoff.admit():
             self._metrics.count("redis_skipped")
             return _SKIPPED
+        # A slot first (redis_pool.py): the wait is part of the call, so it ends by the same deadline.
+        deadline = time.monotonic() + self.deadline_s
+        took = self.slots.take(deadline)
+        if took is not True:
+            self._metrics.count("redis_pool_waits")
+            left = deadline - time.monotonic()
+            if took is None or left <= 0:
+                if took is not None:
+                    self.slots.give()
+                # Every slot busy for the whole deadline: this process is busy, the server may be
+                # fine. A miss, and no fault and no back-off for the server.
+                self._metrics.count("redis_pool_timeouts")
+                return _FAILED
         try:
-            with self._bounded_call(self.deadline_s):
+            with self._bounded_call(deadline - time.monotonic()):
                 result = op(self._connected())
         except Exception as exc:  # noqa: BLE001 - any client failure is a miss, never an error
             if self._failed(exc):
@@ -403,6 +435,8 @@ class RedisTier:
                 # node which failed.
                 self._backoff(self._shard(rkey)).failed()
             return _FAILED
+        finally:
+            self.slots.give()
         backoff.healthy()
         return result
 
@@ -520,24 +554,36 @@ def _check_limits(ttl_s: float, socket_timeout_s: float, deadline_s: float, max_
         raise WorkbenchError(f"cache max_value_bytes must be a positive integer, got {max_value_bytes!r}")
 
 
-def _single_client(redis: Any, url: str, socket_timeout_s: float, deadline_s: float, max_value_bytes: int) -> Any:
+def _single_client(redis: Any, url: str, socket_timeout_s: float, deadline_s: float, max_value_bytes: int,
+                   max_connections: int, gauge: ConnectionGauge) -> Any:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     from .redis_reply import bounded_parser
+    hint = ("use redis://HOST:PORT/DB, or redis+cluster://HOST:PORT,HOST:PORT/ for a cluster "
+            "(WORKBENCH_REDIS_URL or redis_url=)")
+    # Checked before redis-py reads it: its parser (urllib's) ends the host at a '?' or '/' in a
+    # password, and its error would quote what it took for a port: part of the password.
+    problem = credentials_problem(url, numeric_path=not url.lower().startswith("unix:"))  # (a socket path may hold '@')
+    if problem is not None:
+        raise WorkbenchError(f"the Redis URL is not valid: {problem} (in {redact_url(url)!r})", hint=hint)
     try:
         # No client-side retries: a retry multiplies the timeout we promised to pay at most once;
         # the back-off decides when to try again. The bounded parser caps every reply and holds
         # every read to the call's deadline; it reads RESP2 (redis-py 8 defaults to RESP3, which
-        # GET and SET do not need). The connect timeout never outlasts the deadline.
+        # GET and SET do not need). The connect timeout never outlasts the deadline. The pool holds
+        # as many connections as the tier has slots (redis_pool.py), so it never refuses one.
         client = redis.Redis.from_url(
             url, socket_timeout=socket_timeout_s, socket_connect_timeout=min(socket_timeout_s, deadline_s),
             retry=Retry(NoBackoff(), 0), retry_on_timeout=False, health_check_interval=0,
-            protocol=2, parser_class=bounded_parser(max_value_bytes))
+            protocol=2, parser_class=bounded_parser(max_value_bytes, gauge=gauge), max_connections=max_connections)
     except ValueError as exc:
-        raise WorkbenchError(f"the Redis URL is not valid: {exc}",
-                             hint="use redis://HOST:PORT/DB, or redis+cluster://HOST:PORT,HOST:PORT/ for a "
-                                  "cluster (WORKBENCH_REDIS_URL or redis_url=)") from None
+        # redis-py's reason quotes the part it could not read: shown only when none of it is credentials.
+        reason = str(exc) if not leaks_credentials(str(exc), url) else (
+            "redis-py cannot read it as redis://[USER:PASSWORD@]HOST:PORT/DB (its reason quotes part of the "
+            "credentials, so it is not shown: check the host and port, and percent-encode the password)")
+        raise WorkbenchError(f"the Redis URL is not valid: {redact_url(reason)} (in {redact_url(url)!r})",
+                             hint=hint) from None
     protocol = client.connection_pool.connection_kwargs.get("protocol")
     if protocol not in (2, "2"):    # a protocol=3 in the URL overrides the argument above
         raise WorkbenchError(f"the Redis URL asks for protocol {protocol}; the cache tier reads RESP2 only",

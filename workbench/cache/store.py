@@ -11,7 +11,9 @@ Redis faults of any kind become misses and counted faults, never exceptions.
 
 The Redis server is not trusted (redis_tier.py): every value carries an HMAC over its key
 and content, keyed by WORKBENCH_CACHE_SECRET (secret.py; `secret=` overrides it), values
-are capped at `max_value_bytes` and every Redis call ends within `redis_deadline_s`.
+are capped at `max_value_bytes` and every Redis call ends within `redis_deadline_s`. Threads share
+at most `redis_max_connections` connections, waiting for a free one within that deadline
+(redis_pool.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..errors import CacheTypeError, CacheValueError
 from .keys import CacheKey
 from .local import ByteLRU
 from .metrics import TIERS, CacheMetrics, MetricsSnapshot, Tier
+from .redis_pool import DEFAULT_MAX_CONNECTIONS
 from .redis_tier import DEFAULT_DEADLINE_S, DEFAULT_MAX_VALUE_BYTES, RedisTier, check_name
 from .secret import resolve_secret
 
@@ -139,7 +142,8 @@ class TwoTierCache:
                  negative_ttl_s: float = 2.0, socket_timeout_s: float = 0.05,
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
                  negative_max_entries: int = 4096, secret: bytes | str | None = None,
-                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, redis_deadline_s: float = DEFAULT_DEADLINE_S):
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, redis_deadline_s: float = DEFAULT_DEADLINE_S,
+                 redis_max_connections: int = DEFAULT_MAX_CONNECTIONS):
         if local_bytes < 0:
             raise CacheValueError(f"cache local_bytes must be >= 0, got {local_bytes}",
                                   hint="0 turns the local tier off")
@@ -152,7 +156,7 @@ class TwoTierCache:
             redis_url, environment=environment, namespace=namespace, ttl_s=ttl_s,
             socket_timeout_s=socket_timeout_s, metrics=self._metrics, secret=resolve_secret(secret),
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
-            max_value_bytes=max_value_bytes, deadline_s=redis_deadline_s)
+            max_value_bytes=max_value_bytes, deadline_s=redis_deadline_s, max_connections=redis_max_connections)
         self._negative_ttl_s = negative_ttl_s
         self._negative_max = negative_max_entries
         self._negative: dict[str, tuple[float, BaseException]] = {}
@@ -371,7 +375,8 @@ class TwoTierCache:
             local_bytes=self._local.nbytes, local_entries=len(self._local),
             local_capacity_bytes=self._local.max_bytes, evictions=self._local.evictions,
             redis_enabled=self._redis is not None,
-            redis_secret=None if self._redis is None else self._redis.secret_source)
+            redis_secret=None if self._redis is None else self._redis.secret_source,
+            redis_connections=(0, 0, 0) if self._redis is None else self._redis.connection_counts())
 
     def prometheus_text(self) -> str:
         return self.metrics().prometheus_text()

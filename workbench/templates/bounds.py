@@ -37,7 +37,11 @@ from jinja2.runtime import markup_join
 # a second. Raise RenderLimits.max_output_chars for a longer prompt.
 DEFAULT_MAX_CHARS = 32 * 1024 * 1024
 MAX_INT_BITS = 1 << 16   # ~19,700 decimal digits: Python cannot print a longer int anyway (4,300)
-MAX_RANGE = 100_000      # Jinja's own sandbox limit, refused here with a clear message
+# Ten times Jinja's own sandbox limit: `range(messages|length)` must cover the longest conversation
+# intake accepts (100,000 messages, and the ones injected around them). Loops over a range are
+# counted step by step (steps.py); this cap is for what C code makes of one (`dict.fromkeys`).
+MAX_RANGE = 1_000_000
+MAX_SLICES = 100_000     # slice(n) builds n lists
 MAX_JSON_INDENT = 1_000  # tojson(indent=4) is what templates use
 WORDWRAP_WORK = 10**11   # textwrap splits a long word in O(len^2 / width) steps
 
@@ -380,8 +384,8 @@ def _pre_batch(value: Any, linecount: int, fill_with: Any = None) -> None:
 
 
 def _pre_slice(value: Any, slices: int, fill_with: Any = None) -> None:
-    if _int(slices) > MAX_RANGE:
-        raise TemplateBoundError(f"slice into {_num(_int(slices))} parts (at most {MAX_RANGE:,})")
+    if _int(slices) > MAX_SLICES:
+        raise TemplateBoundError(f"slice into {_num(_int(slices))} parts (at most {MAX_SLICES:,})")
 
 
 def _pre_printed(value: Any, *args: Any, **kwargs: Any) -> None:

@@ -14,7 +14,10 @@ Guards (errors carry the template line):
 - the output is counted before each piece goes on (to `sink`, i.e. the tokenizer): at most
   `max_output_chars`, and past FREE_OUTPUT_CHARS at most `max_expansion` times the input, since
   a chat template formats its input; a template that writes far more only feeds the tokenizer;
-- a watchdog stops templates that spin (an empty loop produces no output to count);
+- loop iterations, the items filters walk, calls and attribute reads are counted against a budget
+  of steps (steps.py: `max_steps`, widened in proportion to the input), and macros nest only so deep,
+  so a template that loops without writing anything ends in milliseconds, at its line;
+- a watchdog stops what is left that spins (a deadline: the last resort);
 - `isolate=True` renders in a worker process (worker.py) with a hard deadline (the worker is
   killed) and a memory cap: for templates nobody reviewed, where a thread is not enough.
 """
@@ -32,7 +35,7 @@ from typing import Any, SupportsIndex, cast, overload
 import jinja2
 
 from ..errors import TemplateError, TemplateLimitError, TemplateSecurityError, TemplateSyntaxError
-from . import bounds
+from . import bounds, steps
 from .bounds import TemplateBoundError
 from .render_types import Rendered, RenderLimits
 from .sandbox import TemplateRaised, compile_template, template_line
@@ -63,6 +66,7 @@ class _Msg(dict[str, Any]):
     """A message dict that reports reads to the tracker (invisible to the sandboxed template)."""
 
     __slots__ = ("_t", "_i", "_p")
+    _wb_plain_dict = True   # no public attribute beyond dict's: the sandbox reads `m.role` as an item at once
     _t: _Tracker
     _i: int
     _p: int | None      # the `for` pass it was read in; None: a lookup by index
@@ -311,9 +315,12 @@ def render(source: str, name: str, messages: MessageList, *, tools: ToolList | N
     budget = _Budget(limits, (messages, tools, kwargs))
     allowed = budget.allowed
     gen: Generator[str, None, None] | None = None
+    step_budget = steps.Steps(limits.max_steps, limits.steps_per_input, [messages, tools, kwargs])
     try:
         # (the watchdog is entered last, so it is disarmed before the bounds are reset)
-        with bounds.bounded(bounds.Bounds(limits.max_output_chars, now)), _Watchdog(limits.timeout_s):
+        with bounds.bounded(bounds.Bounds(limits.max_output_chars, now)), \
+                steps.budget(step_budget), \
+                _Watchdog(limits.timeout_s):
             tmpl = compile_checked(source, name)  # cached; under the deadline all the same
             # Typed as an Iterator, but a generator (Template.generate yields): closed below.
             gen = cast(Generator[str, None, None], tmpl.generate(**ctx))
@@ -334,6 +341,9 @@ def render(source: str, name: str, messages: MessageList, *, tools: ToolList | N
     except _Timeout as exc:
         raise TemplateLimitError(f"rendering ran longer than {limits.timeout_s:g} s", template=name,
                                  line=template_line(exc), hint="the template loops without end") from None
+    except steps.StepLimit as exc:
+        raise TemplateLimitError(str(exc), template=name, line=template_line(exc),
+                                 hint="the template loops or recurses far more than its input needs") from None
     except TemplateBoundError as exc:
         raise TemplateLimitError(str(exc), template=name, line=template_line(exc),
                                  hint="templates may not build values this large") from None
@@ -348,9 +358,9 @@ def render(source: str, name: str, messages: MessageList, *, tools: ToolList | N
                                     hint="templates may not reach Python internals") from None
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateSyntaxError(exc.message or "syntax error", template=name, line=exc.lineno) from None
-    except RecursionError as exc:
-        raise TemplateError("the template recursed too deeply", template=name, line=template_line(exc),
-                            hint="a macro or recursive loop calls itself without end") from None
+    except RecursionError as exc:   # (a recursive loop: macros stop at steps.MAX_MACRO_DEPTH first)
+        raise TemplateLimitError("the template recursed too deeply", template=name, line=template_line(exc),
+                                 hint="a macro or recursive loop calls itself without end") from None
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
             ZeroDivisionError, OverflowError, ArithmeticError, UnicodeError) as exc:
         raise TemplateError(f"{type(exc).__name__}: {exc}", template=name, line=template_line(exc),
@@ -364,6 +374,7 @@ def render(source: str, name: str, messages: MessageList, *, tools: ToolList | N
         out.starts = _message_starts(t, len(messages))
         out.tools_start = t.tools_first
     out.gen_reads = t.gen_reads
+    out.steps = step_budget.taken()
     return out
 
 

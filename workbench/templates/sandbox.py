@@ -12,6 +12,11 @@ computed values, the widening filters and string methods, `range`, printing cont
 the buffers of macros and blocks. The code generator below routes those through the checks;
 the rest of the template compiles exactly as Jinja compiles it, so honest templates pay
 nothing measurable. Source longer than MAX_TEMPLATE_CHARS is refused before parsing.
+
+Loops are counted (steps.py): every `{% for %}` iterates its items through `environment.counted`,
+the filters that walk their input count its items, calls and attribute reads through the
+sandbox's checks count, and macro calls count more and nest at most steps.MAX_MACRO_DEPTH deep,
+all against one budget of steps per render.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime as datetime  # re-exported: the one clock tests freeze (clock.py reads it here)
 from functools import lru_cache
+from types import MethodType
 from typing import Any
 
 import jinja2
@@ -28,13 +34,17 @@ import jinja2.nodes
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.parser import Parser
-from jinja2.runtime import Context
+from jinja2.runtime import Context, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from . import bounds
+from . import bounds, steps
 
 _BUILTIN_METHOD = type("".center)
 _FUNCTION = type(lambda: None)
+_METHOD = MethodType
+# What `x.name` finds on a dict before its items. A dict subclass whose class sets `_wb_plain_dict`
+# (render.py's tracked messages) adds no public attribute of its own: its reads take the same path.
+_DICT_ATTRIBUTES = frozenset(dir(dict))
 # The longest real chat templates are ~20k characters. Jinja compiles ~100k characters of dense
 # template code a second, so a template at the limit still compiles in about a second.
 MAX_TEMPLATE_CHARS = 128 * 1024
@@ -123,7 +133,42 @@ class BoundedCodeGenerator(CodeGenerator):
     - `{{ x }}` stays `str(x)` for strings (one type test inline, no call) and checks other values
       before printing them.
     - the buffers of macros and `{% set %}`/filter blocks count what goes in (`Buffer`).
+    - every `{% for %}` takes its items through `environment.counted` (steps.py): the iterable of a
+      plain loop; for a loop with an `if` test, what the test's filter function reads (`fiter`), so
+      the items it drops count too; for a recursive loop, what its loop function reads (`reciter`),
+      so the items of every `loop(...)` call count.
     """
+
+    _wb_counting: str | None = None   # the name Jinja is about to write that must be counted
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        # Jinja writes the test's iterable as the bare name `fiter` and a recursive loop's as
+        # `reciter` (once each, before the body: a loop nested in the body cannot take the turn).
+        self._wb_counting = "fiter" if node.test is not None else "reciter" if node.recursive else None
+        plain = node.iter
+        if self._wb_counting is None:
+            # (Jinja allows no node types of our own; the parser never makes an EnvironmentAttribute)
+            node.iter = nodes.Call(nodes.EnvironmentAttribute("counted"), [plain], [], None, None,
+                                   lineno=plain.lineno)
+        try:
+            super().visit_For(node, frame)
+        finally:
+            node.iter = plain
+            self._wb_counting = None
+
+    def write(self, x: str) -> None:
+        if x == self._wb_counting:
+            self._wb_counting = None
+            x = f"environment.counted({x})"
+        super().write(x)
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
+        if isinstance(node.node, nodes.EnvironmentAttribute) and node.node.name == "counted":
+            self.write("environment.counted(")     # a direct call: not the sandbox's checked one
+            self.visit(node.args[0], frame)
+            self.write(")")
+            return
+        super().visit_Call(node, frame, forward_caller=forward_caller)
 
     def write_commons(self) -> None:
         super().write_commons()
@@ -185,9 +230,33 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
     guard_value = staticmethod(bounds.guard_value)
     checked_sum = staticmethod(bounds.checked_sum)
     value_cap = staticmethod(bounds.value_cap)
+    counted = staticmethod(steps.counted)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         return bounds.binop(operator, left, right)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # `ns.x` and `message.role` are read in every iteration of most templates, and the sandbox's
+        # general checks cost ~4 µs a read (40 % of a long Mistral render). For a namespace and a
+        # plain dict they come down to the name: one without a leading underscore is a stored value
+        # (TemplateNamespace refuses to store any other) or, on a dict, an item when no dict method
+        # has that name (Jinja reads the attribute first, then the item). A namespace's stored method
+        # goes the long way (str.format is wrapped there). These reads are free of steps (steps.py).
+        if attribute.__class__ is str and attribute[:1] != "_":
+            kind = obj.__class__
+            if kind is TemplateNamespace:
+                attrs = object.__getattribute__(obj, "_Namespace__attrs")
+                if attribute in attrs:
+                    value = attrs[attribute]
+                    if value.__class__ is not _BUILTIN_METHOD and value.__class__ is not _METHOD:
+                        return value
+            elif (kind is dict or kind.__dict__.get("_wb_plain_dict")) and attribute not in _DICT_ATTRIBUTES \
+                    and attribute in obj:
+                return obj[attribute]
+        budget = steps.current()
+        if budget is not None:
+            next(budget.it)       # the general checks: a step (steps.py)
+        return super().getattr(obj, attribute)
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         # SandboxedEnvironment.call, inline (one Python frame per call, as before), plus the bounds
@@ -196,6 +265,11 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
         if not __self.is_safe_callable(__obj):
             raise jinja2.exceptions.SecurityError(f"{__obj!r} is not safely callable")
         kind = __obj.__class__
+        budget = steps.current()
+        if budget is not None:      # every call is a step; a macro call more, and a level of nesting
+            if kind is Macro:
+                return budget.call(__context.call, __obj, *args, **kwargs)
+            next(budget.it)
         if (kind is _BUILTIN_METHOD or kind is _FUNCTION) and __obj.__name__ in bounds.WIDE_METHODS:
             # The sandbox wraps str.format in a function; the string is on the original method.
             owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
@@ -213,7 +287,10 @@ class ChatSandbox(ImmutableSandboxedEnvironment):
 @lru_cache(maxsize=1)
 def environment() -> ChatSandbox:
     env = ChatSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
-    env.filters = bounds.bounded_filters(env.filters)
+    # Counting inside, the size prechecks outside: `join` weighs the value it was given, then counts
+    # its items as it walks them.
+    env.filters = bounds.bounded_filters({name: steps.counting_filter(f) if name in steps.ITERATING_FILTERS else f
+                                          for name, f in env.filters.items()})
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     env.globals["dict"] = TemplateDict()
@@ -229,5 +306,5 @@ def compile_template(source: str) -> jinja2.Template:
     if len(source) > MAX_TEMPLATE_CHARS:
         raise jinja2.TemplateSyntaxError(
             f"the template is {len(source):,} characters, over the limit of {MAX_TEMPLATE_CHARS:,}", 1)
-    with bounds.bounded(bounds.COMPILING):
+    with bounds.bounded(bounds.COMPILING), steps.budget(None):
         return environment().from_string(source)

@@ -258,7 +258,7 @@ def render_isolated(source: str, name: str, messages: list[dict[str, Any]], *, t
         else:
             starts = {int(k): int(v) for k, v in data["starts"].items()}
             tools_start = None if data["tools_start"] is None else int(data["tools_start"])
-            return Rendered(text, starts, tools_start, [int(p) for p in data["gen_reads"]])
+            return Rendered(text, starts, tools_start, [int(p) for p in data["gen_reads"]], int(data["steps"]))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise TemplateError("the render worker sent a malformed reply", template=name) from None
     raise error

@@ -49,7 +49,8 @@ def serve() -> None:
                          track=req["track"], track_generation=req["track_generation"],
                          limits=RenderLimits(**req["limits"]), now=req["now"])
             text = out.text.encode("utf-8", "surrogatepass")
-            reply = {"starts": out.starts, "tools_start": out.tools_start, "gen_reads": out.gen_reads}
+            reply = {"starts": out.starts, "tools_start": out.tools_start, "gen_reads": out.gen_reads,
+                     "steps": out.steps}
         except WorkbenchError as exc:
             # After a template hit a limit (memory, time, a huge value) the next render gets a
             # fresh process: nothing the hostile one left behind (heap, threads) carries over.
