@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -177,3 +178,33 @@ def test_credentials_problem(url, problem):
 
 def test_a_socket_path_may_hold_an_at():
     assert credentials_problem("unix:///run/r@x.sock", numeric_path=False) is None
+
+
+# --------------------------------------------------------------- outside the cache: every URL a message names
+SECRET_PW = "s3cret?pw"
+
+
+def test_the_recorder_never_echoes_its_upstreams_credentials(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from workbench.capture.record import RecordConfig, RecordError
+    with pytest.raises(RecordError) as caught:
+        RecordConfig(upstream=f"ftp://user:{SECRET_PW}@example.com", log=tmp_path / "calls.jsonl")
+    assert "s3cret" not in str(caught.value) and "example.com" in str(caught.value)
+
+
+def test_a_remote_engine_never_echoes_its_urls_credentials() -> None:
+    from workbench.engine.remote import RemoteEngine
+    from workbench.errors import EngineError
+    with pytest.raises(EngineError) as caught:    # nothing listens on port 1 here
+        RemoteEngine(f"http://user:{quote(SECRET_PW, safe='')}@127.0.0.1:1", model="m").prefill(np.asarray([1]))
+    text = str(caught.value)
+    assert "s3cret" not in text and "127.0.0.1:1" in text
+
+
+@pytest.mark.parametrize("url", [f"redis://user:{SECRET_PW}@cache.internal:6379/0",
+                                 f"redis://user:{quote(SECRET_PW, safe='')}@cache.internal:99999/0"])
+def test_the_semantic_caches_redis_url_never_echoes_its_password(url: str) -> None:
+    from workbench.semantic.store import RedisSemanticStore
+    with pytest.raises(WorkbenchError) as caught:
+        RedisSemanticStore(url)
+    text = f"{caught.value} {caught.value.hint or ''}"
+    assert "s3cret" not in text and "cache.internal" in text

@@ -28,6 +28,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ..errors import LogFileError, WorkbenchError
+from ..redact import redact_url
 from . import apis
 from .conversations import Conversations
 from .log_line import log_line, utc_timestamp
@@ -64,7 +65,7 @@ class RecordConfig:
     def __post_init__(self) -> None:
         u = urlsplit(self.upstream)
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise RecordError(f"--upstream {self.upstream!r}: not an http(s) URL",
+            raise RecordError(f"--upstream {redact_url(self.upstream)!r}: not an http(s) URL",
                               hint="give the provider's or engine's root, e.g. https://api.openai.com")
         if self.max_body_bytes <= 0 or self.max_inflight <= 0:
             raise RecordError("--max-body-mb and --max-inflight must be positive")
@@ -235,12 +236,12 @@ class Recorder:
                               kept_size, request, error=None)
                 assert out is not None
                 return out
-            error = _describe(exc)
+            error = redact_url(_describe(exc))     # an upstream URL with credentials is never echoed
             kind = "upstream_timeout" if isinstance(exc, TimeoutError) else \
                 "client_gone" if isinstance(exc, ConnectionResetError) else "upstream_error"
             self.stats.counts[kind] += 1
             if out is None or not out.prepared:
-                resp = _error(504 if kind == "upstream_timeout" else 502, kind, f"{self._base}: {error}")
+                resp = _error(504 if kind == "upstream_timeout" else 502, kind, f"{redact_url(self._base)}: {error}")
                 status = resp.status
                 if parsed is not None and api is not None:
                     self._log(cid, how, stamp, started, first_byte, api, parsed, status, None, None, 0,

@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from ..errors import WorkbenchError
+from ..redact import redact_url
 from . import options
 
 
@@ -62,7 +63,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                           backups=args.backups)
 
     def ready(url: str) -> None:
-        print(f"recording on {url} -> {config.upstream}, log {config.log}", file=sys.stderr, flush=True)
+        print(f"recording on {url} -> {redact_url(config.upstream)}, log {config.log}", file=sys.stderr, flush=True)
 
     asyncio.run(serve(config, ready))
     return 0

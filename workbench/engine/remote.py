@@ -27,6 +27,7 @@ import numpy as np
 
 from ..difference import first_difference
 from ..errors import EngineError
+from ..redact import leaks_credentials, redact_url
 
 FLAGS_HINT = ("vLLM: --enable-prefix-caching --enable-prompt-tokens-details; "
               "SGLang: --enable-cache-report (its radix cache is on by default)")
@@ -94,18 +95,20 @@ class RemoteEngine:
                 return json.loads(resp.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             text = exc.read().decode("utf-8", "replace")[:300]
-            raise EngineError(f"{url}: the server answered {exc.code}: {text}") from None
+            raise EngineError(f"{redact_url(url)}: the server answered {exc.code}: {text}") from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EngineError(f"cannot reach the server at {url}: {reason}",
+            reason = str(getattr(exc, "reason", exc))
+            if leaks_credentials(reason, url):      # urllib's reason can quote the URL's user:password
+                reason = type(exc).__name__
+            raise EngineError(f"cannot reach the server at {redact_url(url)}: {reason}",
                               hint="is it running? give its base URL, e.g. http://127.0.0.1:8000") from None
         except ValueError as exc:
-            raise EngineError(f"{url}: the answer is not JSON: {exc}") from None
+            raise EngineError(f"{redact_url(url)}: the answer is not JSON: {exc}") from None
 
     def _first_model(self) -> str:
         data = self._request("/v1/models").get("data") or []
         if not data:
-            raise EngineError(f"{self.base}/v1/models lists no model", hint="pass the model name")
+            raise EngineError(f"{redact_url(self.base)}/v1/models lists no model", hint="pass the model name")
         return str(data[0]["id"])
 
     def prefill(self, ids: np.ndarray) -> RemoteReport:
@@ -133,7 +136,7 @@ class RemoteEngine:
         ms = (time.perf_counter() - t0) * 1e3
         choices = out.get("choices") or []
         if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("text"), str):
-            raise EngineError(f"{self.base}/v1/completions answered without choices[0].text")
+            raise EngineError(f"{redact_url(self.base)}/v1/completions answered without choices[0].text")
         text, finish = choices[0]["text"], str(choices[0].get("finish_reason") or "length")
         for s in stop or []:
             if s and s in text:
@@ -146,7 +149,8 @@ class RemoteEngine:
     def tokenize(self, text: str) -> np.ndarray:
         out = self._request("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})
         if "tokens" not in out:
-            raise EngineError(f"{self.base}/tokenize answered without 'tokens'", hint="a vLLM server has it")
+            raise EngineError(f"{redact_url(self.base)}/tokenize answered without 'tokens'",
+                              hint="a vLLM server has it")
         return np.asarray(out["tokens"], dtype=np.uint32)
 
     def parity(self, result: Any) -> Parity:

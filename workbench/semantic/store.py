@@ -27,6 +27,8 @@ from .._optional import require
 from ..cache.cluster import is_cluster_url
 from ..cache.redis_tier import Sealer
 from ..cache.secret import resolve_secret
+from ..errors import WorkbenchError
+from ..redact import credentials_problem, leaks_credentials, redact_url
 
 # What the seal covers besides the key: a label (a semantic record's tag never equals a prompt
 # entry's, whose fields are framed differently), then the lengths, so vec|meta cannot be re-split.
@@ -47,7 +49,7 @@ class RedisSemanticStore:
             self._factory = ClusterClientFactory(parse_cluster_url(url), socket_timeout_s=2, connect_timeout_s=2,
                                                  max_value_bytes=64 << 20)
         elif client is None:
-            self._client = redis.Redis.from_url(url, socket_timeout=2)
+            self._client = _client_for(redis, url)
         self.prefix = f"wb:{namespace}:entry:"
         self._sealer = Sealer(resolve_secret(secret))
         self.skipped = 0     # records that do not parse or do not fit
@@ -113,3 +115,20 @@ class RedisSemanticStore:
                 pipe.delete(k)
             pipe.execute()
         return len(keys)
+
+
+def _client_for(redis: Any, url: str) -> Any:
+    """A client for a single-server URL whose credentials no error echoes (redact.py), with a
+    blocking pool: threads past its 16 connections wait for one (redis-py's default pool refuses
+    them: "Too many connections")."""
+    problem = credentials_problem(url, numeric_path=not url.lower().startswith("unix:"))
+    if problem is not None:
+        raise WorkbenchError(f"the semantic cache's Redis URL is not valid: {problem} (in {redact_url(url)!r})",
+                             hint="percent-encode the password")
+    try:
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=16, timeout=2, socket_timeout=2)
+    except ValueError as exc:
+        reason = str(exc) if not leaks_credentials(str(exc), url) else "redis-py cannot read it"
+        raise WorkbenchError(f"the semantic cache's Redis URL is not valid: {redact_url(reason)} "
+                             f"(in {redact_url(url)!r})", hint="use redis://[USER:PASSWORD@]HOST:PORT/DB") from None
+    return redis.Redis(connection_pool=pool)
