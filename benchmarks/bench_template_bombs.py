@@ -27,6 +27,9 @@ from workbench.templates import RenderLimits, get_template, render, shipped_name
 from workbench.templates.bounds import weight  # noqa: E402
 from workbench.templates.steps import MAX_STEPS  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from test_template_loop_budget import TOOLS, _session  # noqa: E402  (the test's sessions: one generator)
+
 BOMBS = {
     "nested empty range loops (the issue's)":
         "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
@@ -52,31 +55,12 @@ def bomb(source: str, limits: RenderLimits) -> tuple[float, str]:
     return time.perf_counter() - t0, what
 
 
-def session(n: int, tool_calls: bool) -> list[dict]:
-    msgs: list[dict] = [{"role": "system", "content": "You are helpful."}]
-    i = 0
-    while len(msgs) <= n:
-        msgs.append({"role": "user", "content": f"question {i}"})
-        if tool_calls and i % 5 == 2:
-            cid = f"c{i:08d}"
-            msgs.append({"role": "assistant", "content": "", "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "get", "arguments": '{"q": "a"}'}}]})
-            msgs.append({"role": "tool", "tool_call_id": cid, "name": "get", "content": '{"r": [1, 2]}'})
-        msgs.append({"role": "assistant", "content": f"answer {i}"})
-        i += 1
-    return msgs[:n]
-
-
-TOOLS = [{"type": "function", "function": {"name": "get", "description": "Get it.", "parameters": {
-    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
-
-
 def honest(name: str, n: int) -> str:
     t = get_template(name)
     kwargs = {**t.kwargs, "bos_token": t.bos_token or "", "eos_token": t.eos_token or ""}
     limits = RenderLimits(timeout_s=600, max_expansion=None)
     for tool_calls in (True, False):
-        msgs, tools = session(n, tool_calls), TOOLS if tool_calls else None
+        msgs, tools = _session(n, tool_calls=tool_calls), TOOLS if tool_calls else None
         t0 = time.perf_counter()
         try:
             out = render(t.source, name, msgs, tools=tools, add_generation_prompt=True, kwargs=kwargs, limits=limits)
