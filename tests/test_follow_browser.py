@@ -126,6 +126,9 @@ def test_the_page_follows_the_log_as_it_is_appended(browser, server: AppServer, 
 
         # Rotation: LOG becomes LOG.1 and a new LOG starts; its calls still come.
         turn.select_option("5")
+        # The server has the user on turn 5 (the last) before the next call comes: a call that came
+        # first would find them on turn 2 and, rightly, leave them there (seen on a loaded machine).
+        expect(status).to_contain_text("turn 5 of 5", timeout=UPDATE_MS)
         os.replace(log, log.with_name(log.name + ".1"))
         append(log, line("support-7", 5, T0 + 100))
         expect(turn).to_have_value("6", timeout=UPDATE_MS)
