@@ -85,6 +85,9 @@ def test_a_fifo_named_on_the_command_line_is_an_error_not_a_hang(fifo: Path, tmp
     (["analyze", SAMPLE, "/dev/zero", "--aggregate", "--no-progress"], "request log /dev/zero"),
     (["simulate", SAMPLE, "--params", "/dev/zero"], "--params file /dev/zero"),
     (["kv", SAMPLE, "--config", "/dev/zero"], "model config /dev/zero"),
+    (["import", "/dev/zero", "--from", "otel"], "file to import /dev/zero"),
+    (["semantic", "eval", "--dataset", "/dev/zero"], "dataset file /dev/zero"),
+    (["semantic", "eval", "--dataset", "eval", "--calibrate-on", "/dev/zero"], "dataset file /dev/zero"),
 ])
 def test_a_device_is_refused_before_it_is_read(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                what: str) -> None:
@@ -92,6 +95,21 @@ def test_a_device_is_refused_before_it_is_read(capsys: pytest.CaptureFixture[str
     code, out, err = cli(capsys, *argv)
     assert code == 2 and out == ""
     assert f"{what} is a character device, not a regular file" in one_error_line(err)
+
+
+def test_an_export_read_as_one_document_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSON-lines export streams; one that is a single document is parsed whole, so it has a cap
+    (lowered here to a few bytes: the real one is 256 MiB). A document at the cap is read."""
+    from workbench.capture.importers import json_input
+    doc = tmp_path / "export.json"
+    doc.write_text('[\n  {"a": 1}\n]\n')
+    monkeypatch.setattr(json_input, "MAX_DOCUMENT_BYTES", doc.stat().st_size)
+    assert [d.value for d in json_input.read_documents(doc)] == [[{"a": 1}]]      # exactly at the cap
+    cap = doc.stat().st_size - 1
+    monkeypatch.setattr(json_input, "MAX_DOCUMENT_BYTES", cap)
+    with pytest.raises(LogFileError, match=f"one JSON document of more than {cap} bytes, the cap") as info:
+        list(json_input.read_documents(doc))
+    assert "export as JSON lines" in (info.value.hint or "")
 
 
 def test_a_directory_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import strict_json
 from ..errors import WorkbenchError
+from ..files import MiB, read_user_file
 from .bootstrap import LEVEL, RESAMPLES, SEED, Costs, intervals, scenario
 from .cache import Judgement, SemanticCache, Thresholds, decide, judge
 from .fingerprint import Fingerprint
@@ -62,6 +63,8 @@ class Case:
 # ("test") only ever as totals. "dev2" (288 pairs, 24 more domains) was written the same way, later,
 # to develop the rules on so that the held-out test half stays unseen.
 SHIPPED = {"eval": "eval.jsonl", "heldout": "heldout.jsonl", "dev2": "dev2.jsonl"}
+# A dataset is read whole (cases are few and short: the shipped ones are under 1 MiB).
+MAX_DATASET_BYTES = 64 * MiB
 
 
 def load_dataset(path: str | Path | None = None) -> list[Case]:
@@ -76,10 +79,12 @@ def load_dataset(path: str | Path | None = None) -> list[Case]:
         text = resources.files("workbench.semantic").joinpath(f"data/{name}").read_text(encoding="utf-8")
         where = f"the shipped set {name}"
     else:
+        raw = read_user_file(path, cap=MAX_DATASET_BYTES, what="dataset file")
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise WorkbenchError(f"cannot read {path}: {exc.strerror}", hint="check the --dataset path") from None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WorkbenchError(f"{path}: not UTF-8 (bad byte at offset {exc.start})",
+                                 hint="a dataset is JSON lines in UTF-8") from None
         where = str(path)
     out = []
     for n, line in enumerate(text.splitlines(), 1):

@@ -20,7 +20,12 @@ from typing import Any
 
 from ... import strict_json
 from ...errors import LogFileError
+from ...files import MiB, describe_size, open_user_file
 from .records import Problem
+
+# An export that is one JSON document is parsed whole (its text and its values, several times its
+# size in memory); JSON lines are streamed and have no cap.
+MAX_DOCUMENT_BYTES = 256 * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +39,7 @@ def read_documents(path: str | os.PathLike[str], *, max_depth: int = strict_json
     """The file's documents in order, or a Problem for each line that is not one. A file that
     cannot be opened, is not UTF-8 or (as one document) is not JSON raises LogFileError."""
     name = os.fspath(path)
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise LogFileError(f"cannot read {name}: {exc.strerror}", hint="check the path") from None
+    f = open_user_file(path, what="file to import", error=LogFileError)
     with f:
         n, first = _first_line(f)
         value = _parse(first, max_depth) if first is not None else None
@@ -47,7 +49,11 @@ def read_documents(path: str | os.PathLike[str], *, max_depth: int = strict_json
             yield from _json_lines(f, name, max_depth, start=n + 1)
             return
         f.seek(0)
-        raw = f.read()
+        raw = f.read(MAX_DOCUMENT_BYTES + 1)   # one document is held whole (JSON lines never are): capped
+        if len(raw) > MAX_DOCUMENT_BYTES:
+            raise LogFileError(f"{name}: one JSON document of more than {describe_size(MAX_DOCUMENT_BYTES)}, the cap "
+                               "on an export read whole",
+                               hint="export as JSON lines (one record a line), which is read a line at a time")
     yield Document(_whole(raw, name, max_depth), None)
 
 
