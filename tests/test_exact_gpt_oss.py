@@ -1,18 +1,22 @@
 """Exactness of the shipped `gpt-oss` template (harmony format).
 
-Text oracle: openai-gpt-oss-120b.jinja rendered by transformers. It writes today's date
-(strftime_now) and has no date variable, so both renderers' clocks are frozen to one day.
+Text oracle: openai-gpt-oss-120b.jinja rendered by transformers, on the message dicts transformers
+would hand it for the raw request (tests/oracles.py `hf_chat`: no workbench intake or cleaning on
+the official side). It writes today's date (strftime_now) and has no date variable, so both
+renderers' clocks are frozen to one day.
 
 Id oracles: openai_harmony (OpenAI's reference renderer and tokenizer):
   * `encoding.encode(text, allowed_special="all")` on our rendered text, for every case;
   * `render_conversation_for_completion` / `_for_training` of a harmony Conversation built
-    from the same messages, for every corpus case. The template differs from harmony's own
+    from the raw request (`harmony_ids`), for every corpus case. The template differs from harmony's own
     renderer in a few places, and there the Conversation is built the template's way so that
     the rest is compared: tool results are JSON-encoded by the template (so harmony gets the
     JSON text), instructions without tools end with a blank line in the template, the last
     assistant message keeps its reasoning (auto_drop_analysis off, the template already drops
-    earlier reasoning), and a call's `content_type` is "json" (the template writes
-    `commentary json`, not `<|constrain|>json`).
+    earlier reasoning), a call's `content_type` is "json" (the template writes
+    `commentary json`, not `<|constrain|>json`), and of an assistant message with several tool
+    calls only the first is given (the template renders `tool_calls[0]` alone: parallel_calls'
+    second call is not in the prompt, official template and ours alike).
 """
 
 from __future__ import annotations
@@ -23,16 +27,15 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from corpus import CASES, FLIGHTS, WEATHER, Case
+from corpus import CASES, FLIGHTS, WEATHER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracles import official_template
+from oracles import hf_chat, official_template
 from transformers.utils import chat_template_utils
 from transformers.utils.chat_template_utils import render_jinja_template
 
 import workbench.templates.sandbox as sandbox
 from workbench.assembly import Assembler
-from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template, render
 from workbench.tokenizers.packs import checked_tiktoken_file
@@ -73,13 +76,6 @@ def asm():
 
 
 # ----------------------------------------------------------------------------- helpers
-def template_view(asm: Assembler, case: Case) -> tuple[list[dict], list[dict] | None, bool]:
-    conv, _ = asm.normalize(case.request())
-    conv, _ = clean(conv, asm.config.cleaning)
-    msgs = conv.to_template_messages()
-    return msgs, conv.tool_schemas() or None, msgs[-1]["role"] != "assistant"
-
-
 def official(msgs: list[dict], tools: list[dict] | None, agp: bool, **kw) -> str:
     return render_jinja_template(conversations=[msgs], tools=tools, chat_template=official_template(SRC),
                                  add_generation_prompt=agp, **kw)[0][0]
@@ -96,9 +92,14 @@ def check_segments(res) -> None:
     assert np.array_equal(np.concatenate([s.token_ids for s in res.segments]), res.token_ids)
 
 
-def harmony_ids(enc, msgs: list[dict], tools: list[dict] | None, agp: bool) -> list[int]:
-    """The same conversation through harmony's own renderer (see the module docstring)."""
+def harmony_ids(enc, request: dict) -> list[int]:
+    """The raw OpenAI-style request as harmony Messages, through harmony's own renderer (see the
+    module docstring for where the Conversation is built the template's way). The request's fields
+    are read as sent: `reasoning_content` is the thinking, a call's `arguments` string is the
+    call's message as the model wrote it."""
     import openai_harmony as oh
+    msgs, tools = request["messages"], request.get("tools")
+    agp = msgs[-1]["role"] != "assistant"
     out = [oh.Message.from_role_and_content(oh.Role.SYSTEM, oh.SystemContent.new().with_conversation_start_date(
         DATE).with_reasoning_effort(oh.ReasoningEffort.MEDIUM))]
     rest, instructions = msgs, None
@@ -120,15 +121,15 @@ def harmony_ids(enc, msgs: list[dict], tools: list[dict] | None, agp: bool) -> l
 
     last_call = None
     for i, m in enumerate(rest):
-        thinking = m.get("thinking", m.get("reasoning_content"))
+        thinking = m.get("reasoning_content")
         if m["role"] == "user":
             out.append(oh.Message.from_role_and_content(oh.Role.USER, m["content"]))
         elif m["role"] == "assistant" and m.get("tool_calls"):
-            later_final = any(f["role"] == "assistant" and "tool_calls" not in f for f in rest[i + 1:])
+            later_final = any(f["role"] == "assistant" and not f.get("tool_calls") for f in rest[i + 1:])
             if (m.get("content") or thinking) and not later_final:
                 out.append(say(m.get("content") or thinking, "analysis"))
             call = m["tool_calls"][0]["function"]  # one call per message in this format
-            out.append(say(json.dumps(call["arguments"], ensure_ascii=False), "commentary")
+            out.append(say(call["arguments"], "commentary")
                        .with_recipient("functions." + call["name"]).with_content_type("json"))
             last_call = call["name"]
         elif m["role"] == "assistant":
@@ -149,7 +150,7 @@ def harmony_ids(enc, msgs: list[dict], tools: list[dict] | None, agp: bool) -> l
 # ----------------------------------------------------------------------------- corpus
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_text_ids_segments(case, asm, harmony):
-    msgs, tools, agp = template_view(asm, case)
+    msgs, tools, agp = hf_chat(case.request())
     res = asm.assemble(case.request())
     assert res.text == official(msgs, tools, agp)
     assert f"Current date: {DATE}\n" in res.text
@@ -181,8 +182,7 @@ def test_text_ids_segments(case, asm, harmony):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_ids_match_harmony_renderer(case, asm, harmony):
-    msgs, tools, agp = template_view(asm, case)
-    assert asm.assemble(case.request()).token_ids.tolist() == harmony_ids(harmony, msgs, tools, agp)
+    assert asm.assemble(case.request()).token_ids.tolist() == harmony_ids(harmony, case.request())
 
 
 def test_reasoning_kept_only_where_the_format_keeps_it(asm):
@@ -288,7 +288,7 @@ def test_assembler_rejects_what_the_template_rejects(asm):
                         {"role": "assistant", "content": "Hmm."},
                         {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
            "tools": [WEATHER]}
-    msgs, tools, agp = template_view(asm, Case("x", req["messages"], req["tools"]))
+    msgs, tools, agp = hf_chat(req)
     with pytest.raises(Exception, match="no previous assistant message with a tool call"):
         official(msgs, tools, agp)
     with pytest.raises(TemplateError, match="no previous assistant message with a tool call"):

@@ -1,6 +1,7 @@
 """Exactness of the shipped `llama3` and `llama3.1` templates.
 
-Text oracles:
+Text oracles (their input built from the raw request by tests/oracles.py `hf_chat`, as
+transformers hands it to a template; no workbench intake or cleaning on the official side):
   llama3    Meta-Llama-3-8B-Instruct's chat template (the 3.0 format; quoted below, since
             llama.cpp's template folder does not carry it).
   llama3.1  meta-llama-Llama-3.1-8B-Instruct.jinja and -3.3-70B (identical), and -3.2-3B
@@ -22,11 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from corpus import CASES, FLIGHTS, WEATHER, Case
-from oracles import official_template, vocab_vectors
+from oracles import hf_chat, official_template, vocab_vectors
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench.assembly import Assembler
-from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template, render
 from workbench.tokenizers import get_tokenizer
@@ -46,14 +46,6 @@ L33 = "meta-llama-Llama-3.3-70B-Instruct.jinja"
 
 
 # ----------------------------------------------------------------------------- helpers
-def template_view(asm: Assembler, case: Case) -> tuple[list[dict], list[dict] | None, bool]:
-    """The message dicts and tools the template sees, and add_generation_prompt."""
-    conv, _ = asm.normalize(case.request())
-    conv, _ = clean(conv, asm.config.cleaning)
-    msgs = conv.to_template_messages()
-    return msgs, conv.tool_schemas() or None, msgs[-1]["role"] != "assistant"
-
-
 def official(src: str, msgs: list[dict], tools: list[dict] | None, agp: bool, **kw) -> str:
     return render_jinja_template(conversations=[msgs], tools=tools, chat_template=src, add_generation_prompt=agp,
                                  bos_token=BOS, eos_token=EOT, **kw)[0][0]
@@ -103,8 +95,15 @@ def asm31():
 
 
 def raw_messages(msgs: list[dict]):
+    """llama-models' own message type from raw OpenAI-style text messages (the ChatFormat
+    comparisons take conversations without tools, so content is a string)."""
     from llama_models.datatypes import RawMessage
-    return [RawMessage(role=m["role"], content=m.get("content", "")) for m in msgs]
+    return [RawMessage(role=m["role"], content=m["content"]) for m in msgs]
+
+
+def trimmed(msgs: list[dict]) -> list[dict]:
+    # ChatFormat writes content untrimmed: give it the trimmed content the templates write.
+    return [{**m, "content": m["content"].strip()} for m in msgs]
 
 
 def has_tools(case: Case) -> bool:
@@ -114,7 +113,7 @@ def has_tools(case: Case) -> bool:
 # ----------------------------------------------------------------------------- llama3 (3.0)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_llama3_text_ids_segments(case, asm3, meta_tok):
-    msgs, tools, agp = template_view(asm3, case)
+    msgs, tools, agp = hf_chat(case.request())
     res = asm3.assemble(case.request())
     # The 3.0 format has no tools: Meta's template ignores `tools` and tool_calls, and so does ours;
     # tool results keep their `tool` role. The text must still be the official one.
@@ -136,11 +135,9 @@ def test_llama3_text_ids_segments(case, asm3, meta_tok):
 
 @pytest.mark.parametrize("case", [c for c in CASES if not has_tools(c)], ids=lambda c: c.name)
 def test_llama3_ids_match_chat_format(case, asm3, chat_format, meta_tok):
-    # ChatFormat writes content untrimmed: give it the trimmed content the template writes.
     res = asm3.assemble(case.request())
-    msgs, _, agp = template_view(asm3, case)
-    trimmed = [{**m, "content": m.get("content", "").strip()} for m in msgs]
-    expected = chat_format.encode_dialog_prompt(raw_messages(trimmed)).tokens
+    agp = case.messages[-1]["role"] != "assistant"
+    expected = chat_format.encode_dialog_prompt(raw_messages(trimmed(case.messages))).tokens
     ids = res.token_ids.tolist()
     if not agp:  # ChatFormat always opens an assistant turn
         ids += meta_tok.encode("<|start_header_id|>assistant<|end_header_id|>\n\n", bos=False, eos=False,
@@ -175,7 +172,7 @@ def test_llama3_direct_dicts(msgs, agp):
 # ----------------------------------------------------------------------------- llama3.1
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_llama31_text_ids_segments(case, asm31, meta_tok):
-    msgs, tools, agp = template_view(asm31, case)
+    msgs, tools, agp = hf_chat(case.request())
     want = official_or_error(official_template(L31), msgs, tools, agp)
     assert official_or_error(official_template(L33), msgs, tools, agp).__str__() == str(want)  # 3.3 == 3.1
     if isinstance(want, Exception):
@@ -211,12 +208,11 @@ def test_llama31_ids_match_chat_format(case, asm31, chat_format):
     # ChatFormat has no date line: we hand it the system message the 3.1 template writes
     # (date lines + the trimmed system prompt); contents trimmed as the template does.
     res = asm31.assemble(case.request())
-    msgs, _, agp = template_view(asm31, case)
+    msgs, agp = case.messages, case.messages[-1]["role"] != "assistant"
     system = ""
     if msgs[0]["role"] == "system":
         system, msgs = msgs[0]["content"].strip(), msgs[1:]
-    dialog = [{"role": "system", "content": DATE_LINE + system}]
-    dialog += [{**m, "content": m.get("content", "").strip()} for m in msgs]
+    dialog = [{"role": "system", "content": DATE_LINE + system}] + trimmed(msgs)
     expected = chat_format.encode_dialog_prompt(raw_messages(dialog)).tokens
     if agp:
         assert res.token_ids.tolist() == expected
@@ -230,7 +226,7 @@ def test_llama31_ids_match_chat_format(case, asm31, chat_format):
 def test_llama32_with_fixed_date(case):
     # 3.2 writes strftime_now("%d %b %Y") unless date_string is given; with it, it is our format.
     asm = Assembler(template="llama3.1", template_kwargs={"date_string": "03 Mar 2025"})
-    msgs, tools, agp = template_view(asm, case)
+    msgs, tools, agp = hf_chat(case.request())
     res = asm.assemble(case.request())
     assert res.text == official(official_template(L32), msgs, tools, agp, date_string="03 Mar 2025")
     assert "Today Date: 03 Mar 2025\n\n" in res.text

@@ -10,7 +10,10 @@ Mapping of our requests onto mistral-common's (the `to_mistral` helper):
 - A conversation that ends with an assistant message is rendered without a
   generation prompt: that message is a prefix the model continues, which is
   mistral-common's `AssistantMessage(prefix=True)` (no </s> after it).
-- mistral-common has no reasoning field; `reasoning_content` is not rendered.
+- `reasoning_content` is left out, as our templates leave it out (reported as
+  reasoning_not_rendered). mistral-common's own `ChatCompletionRequest.from_openai` turns it into
+  a ThinkChunk, which these tokenizer versions reject: there the two oracles differ, and
+  `test_to_mistral_agrees_with_from_openai` pins that this is the only difference.
 
 SentencePiece (v3, v7) puts its dummy prefix "▁" in front of every separately
 encoded piece; our templates write it as a space after the control token and the
@@ -33,9 +36,8 @@ from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from tests.corpus import CASES, FLIGHTS, SYS, WEATHER, Case, _call
-from tests.oracles import official_template
+from tests.oracles import hf_chat, official_template
 from workbench import Assembler
-from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template, render
 from workbench.tokenizers import get_tokenizer
@@ -94,6 +96,13 @@ def oracle_text(name: str, tokens: list[int]) -> str:
 
 def oracle(name: str, messages: list[dict], tools: list[dict] | None):  # type: ignore[no-untyped-def]
     """mistral-common's tokens, or the exception it raises."""
+    return _oracle(name, json.dumps([messages, tools]))
+
+
+@cache
+def _oracle(name: str, conversation: str):  # type: ignore[no-untyped-def]
+    # Several tests ask for the same conversations: encode each once (keyed by its JSON text).
+    messages, tools = json.loads(conversation)
     try:
         return mistral(name).encode_chat_completion(to_mistral(messages, tools))
     except Exception as exc:  # noqa: BLE001 - any rejection counts
@@ -354,6 +363,36 @@ def test_raw_template_fields(name: str, key: str) -> None:
     assert get_tokenizer(name).encode(text).tolist() == expected.tokens, (text, oracle_text(name, expected.tokens))
 
 
+def test_to_mistral_agrees_with_from_openai() -> None:
+    """The hand-written `to_mistral` against mistral-common's own reading of a raw OpenAI request
+    (`ChatCompletionRequest.from_openai`): the same ids, or a rejection of the same type, on every
+    conversation of this module, except reasoning: from_openai makes `reasoning_content` a
+    ThinkChunk, which v3 / Tekken / v7 reject, where we (and `to_mistral`) leave it out."""
+    convs = [(c.name, c.messages, c.tools) for c in CASES] + [(k, m, t) for k, (m, t) in EXTRA.items()] \
+        + [(k, m, [WEATHER]) for k, m in RAW.items()]
+    reached, think = 0, set()
+    for key, messages, tools in convs:
+        ends_assistant = messages[-1]["role"] == "assistant"
+        for name in TEMPLATES:
+            hand = oracle(name, messages, tools)
+            try:
+                theirs = mistral(name).encode_chat_completion(ChatCompletionRequest.from_openai(
+                    messages, tools, continue_final_message=ends_assistant))
+            except Exception as exc:  # noqa: BLE001 - compared by type below
+                if "ThinkChunk" in str(exc):
+                    think.add(key)
+                    continue
+                assert type(hand) is type(exc), (name, key, hand, exc)
+                reached += 1
+                continue
+            assert not isinstance(hand, Exception), (name, key, hand)
+            assert hand.tokens == theirs.tokens, (name, key)
+            reached += 1
+    assert think == {c.name for c in CASES if any("reasoning_content" in m for m in c.messages)} \
+        == {"reasoning", "reasoning_last"}
+    assert reached == 3 * len(convs) - 3 * len(think)
+
+
 # ----------------------------------------------------------------------------- official Nemo template
 # mistralai/Mistral-Nemo-Instruct-2407 uses Tekken. Its chat template agrees with
 # mistral-common (and so with our mistral-tekken) on plain conversations and tool
@@ -372,13 +411,11 @@ NEMO = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
 
 
 def nemo_render(case: Case) -> str:
-    conv, _ = assembler("mistral-tekken").normalize(case.request())
-    conv, _ = clean(conv)
-    msgs = conv.to_template_messages()
-    return render_jinja_template(conversations=[msgs], tools=conv.tool_schemas() or None,
-                                 chat_template=official_template(NEMO),
-                                 add_generation_prompt=msgs[-1]["role"] != "assistant",
-                                 bos_token="<s>", eos_token="</s>")[0][0]
+    """The official Nemo template on the raw request as transformers hands it over (tests/oracles.py
+    `hf_chat`), with Nemo's tokenizer_config special tokens."""
+    msgs, tools, agp = hf_chat(case.request())
+    return render_jinja_template(conversations=[msgs], tools=tools, chat_template=official_template(NEMO),
+                                 add_generation_prompt=agp, bos_token="<s>", eos_token="</s>")[0][0]
 
 
 def _nemo_agrees(case: Case) -> bool:

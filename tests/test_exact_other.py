@@ -13,6 +13,9 @@ Oracles, per template:
   chatml      the official Qwen3 template where the generic format agrees with it (no tool
               results, no reasoning, not ending on an assistant turn), by hand elsewhere; ids:
               quicktok's Qwen vocabulary limited to Qwen2.5's special tokens.
+Every official template is given the raw request as transformers hands it over (tests/oracles.py
+`hf_chat`: no workbench intake or cleaning on the official side) and the special tokens of its own
+model's tokenizer_config (SPECIALS), not the workbench's.
 """
 
 from __future__ import annotations
@@ -24,11 +27,10 @@ import numpy as np
 import pytest
 from corpus import CASES, WEATHER, Case, cases
 from jinja2.exceptions import UndefinedError
-from oracles import official_template
+from oracles import hf_chat, official_template
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench.assembly import Assembler
-from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template
 
@@ -46,12 +48,16 @@ def ours(name: str, messages: list[dict], tools=None, agp: bool = True, **kw) ->
     return render_src(t.source, messages, tools, agp, **kw)
 
 
+# The special tokens each oracle template reads, from its model's tokenizer_config.json: DeepSeek-V3.1
+# and gemma-2-2b-it read bos_token; phi-4's template and Qwen3's read none.
+SPECIALS: dict[str, dict[str, str]] = {"phi4": {}, "deepseek-v3": {"bos_token": "<｜begin▁of▁sentence｜>"},
+                                       "gemma3": {"bos_token": "<bos>"}, "chatml": {}}
+
+
 def view(template: str, case: Case):
-    a = Assembler(template=template)
-    conv, _ = a.normalize(case.request())
-    conv, _ = clean(conv, a.config.cleaning)
-    msgs = conv.to_template_messages()
-    return a, msgs, conv.tool_schemas() or None, msgs[-1]["role"] != "assistant"
+    """Our assembler for `template`, then the official side of a case: the raw request's messages,
+    tools and add_generation_prompt as transformers hands them over."""
+    return (Assembler(template=template), *hf_chat(case.request()))
 
 
 def check_segments(r) -> None:
@@ -106,7 +112,7 @@ PHI4_FAILS = cases(require={"tool_calls"})  # an assistant turn with only tool c
 def test_phi4_text_and_ids(case):
     a, msgs, tools, agp = view("phi4", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(PHI4_OFFICIAL, msgs, tools, agp, **dict(a.context.kwargs))
+    assert r.text == render_src(PHI4_OFFICIAL, msgs, tools, agp, **SPECIALS["phi4"])
     assert r.tokenizer["name"] == "phi4"
     assert r.token_ids.tolist() == phi4_oracle_ids(r.text)
     check_segments(r)
@@ -116,7 +122,7 @@ def test_phi4_text_and_ids(case):
 def test_phi4_tool_calls_fail_like_official(case):
     a, msgs, tools, agp = view("phi4", case)
     with pytest.raises(UndefinedError, match="has no attribute 'content'"):
-        render_src(PHI4_OFFICIAL, msgs, tools, agp, **dict(a.context.kwargs))
+        render_src(PHI4_OFFICIAL, msgs, tools, agp, **SPECIALS["phi4"])
     with pytest.raises(TemplateError):
         a.assemble(case.request())
 
@@ -174,7 +180,7 @@ def ds_hf():
 @pytest.mark.parametrize("case", DS_CMP, ids=lambda c: c.name)
 def test_deepseek_text_vs_v31(case):
     a, msgs, tools, agp = view("deepseek-v3", case)
-    expected = render_src(official_template(DEEPSEEK_V31), msgs, tools, agp, **dict(a.context.kwargs))
+    expected = render_src(official_template(DEEPSEEK_V31), msgs, tools, agp, **SPECIALS["deepseek-v3"])
     r = a.assemble(case.request())
     assert r.text == expected.replace("<think></think>", "")
     assert r.text.startswith("<｜begin▁of▁sentence｜>")
@@ -269,7 +275,7 @@ GEMMA_SYSTEM = cases(require={"system"}, exclude={"tool_calls"})
 def test_gemma3_text_vs_gemma2(case):
     a, msgs, tools, agp = view("gemma3", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(GEMMA2), msgs, tools, agp, **dict(a.context.kwargs))
+    assert r.text == render_src(official_template(GEMMA2), msgs, tools, agp, **SPECIALS["gemma3"])
     assert r.text.startswith("<bos><start_of_turn>user\n")
     check_segments(r)
 
@@ -282,7 +288,7 @@ def test_gemma3_system_folded_into_first_user_turn(case):
     first = msgs[1]
     folded = [dict(first, content=msgs[0]["content"] + "\n\n" + first["content"].strip())] + msgs[2:]
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(GEMMA2), folded, tools, agp, **dict(a.context.kwargs))
+    assert r.text == render_src(official_template(GEMMA2), folded, tools, agp, **SPECIALS["gemma3"])
     assert r.text.startswith("<bos><start_of_turn>user\n" + SYS + "\n\n")
     check_segments(r)
     # the system message has no segment of its own: it lives in the first user turn
@@ -351,7 +357,7 @@ def chatml_oracle_ids(text: str) -> list[int]:
 def test_chatml_text_vs_qwen3(case):
     a, msgs, tools, agp = view("chatml", case)
     r = a.assemble(case.request())
-    assert r.text == render_src(official_template(QWEN3), msgs, tools, agp, **dict(a.context.kwargs))
+    assert r.text == render_src(official_template(QWEN3), msgs, tools, agp, **SPECIALS["chatml"])
     check_segments(r)
 
 

@@ -1,8 +1,10 @@
 """Exactness of the `qwen2.5` and `qwen3` templates and tokenizers.
 
 Text oracle: the official chat templates (Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen3-0.6B) rendered by
-transformers' own `render_jinja_template`, on the exact message dicts our pipeline hands to the
-template. Id oracles, both independent of our tokenizer code:
+transformers' own `render_jinja_template`, on the message dicts transformers would hand them for the
+raw request (tests/oracles.py `hf_chat`: no workbench intake or cleaning on the official side), with
+the official tokenizer_config's special tokens (neither template reads bos_token or eos_token, and
+Qwen's bos_token is null). Id oracles, both independent of our tokenizer code:
   - the Qwen2 GGUF vocabulary (.oracles/vocab/ggml-vocab-qwen2.gguf) turned into a Hugging Face
     `tokenizers` tokenizer by transformers' GGUF converter; that file predates Qwen2.5's added
     tokens (ids 151646+ are [PADn] placeholders), so the official added tokens are written into
@@ -23,11 +25,10 @@ import numpy as np
 import pytest
 from corpus import CASES, FLIGHTS, WEATHER, Case
 from jinja2.exceptions import UndefinedError
-from oracles import ensure, official_template, vocab_vectors
+from oracles import ensure, hf_chat, official_template, vocab_vectors
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench.assembly import Assembler
-from workbench.cleaning import clean
 from workbench.errors import TemplateError
 from workbench.templates import get_template
 from workbench.tokenizers import get_tokenizer
@@ -148,19 +149,14 @@ def assembler(template: str, case: Case, **kw) -> Assembler:
     return Assembler(template=template, **options(case), **kw)
 
 
-def template_view(template: str, case: Case, **kw):
-    """(assembler, exact template messages, tools or None, add_generation_prompt) for a case."""
-    a = assembler(template, case, **kw)
-    conv, _ = a.normalize(case.request())
-    conv, _ = clean(conv, a.config.cleaning)
-    msgs = conv.to_template_messages()
-    return a, msgs, conv.tool_schemas() or None, msgs[-1]["role"] != "assistant"
+# Qwen2.5 and Qwen3 tokenizer_config.json: eos_token "<|im_end|>", bos_token null (unused by both templates).
+SPECIALS = {"eos_token": "<|im_end|>"}
 
 
 def with_empty_content(messages: list[dict]) -> list[dict]:
-    # Our pipeline leaves out `content` when it is null (an assistant turn with only tool calls);
-    # the official Qwen3-0.6B template then fails on `message.content`. Later official Qwen3
-    # templates (and ours) treat it as '', which is what the oracle is given here.
+    # transformers leaves out `content` when it is null (an assistant turn with only tool calls;
+    # `hf_chat` step 1); the official Qwen3-0.6B template then fails on `message.content`. Later
+    # official Qwen3 templates (and ours) treat it as '', which is what the oracle is given here.
     return [m if "content" in m else dict(m, content="") for m in messages]
 
 
@@ -265,9 +261,9 @@ RAW: dict[str, tuple[list[dict], list | None]] = {
 # ----------------------------------------------------------------------------- text: qwen2.5
 @pytest.mark.parametrize("case", _all_cases(), ids=lambda c: c.name)
 def test_qwen25_text(case):
-    a, msgs, tools, agp = template_view("qwen2.5", case)
-    expected = official_render(QWEN25, msgs, tools, agp, **dict(a.context.kwargs))
-    r = a.assemble(case.request())
+    msgs, tools, agp = hf_chat(case.request())
+    expected = official_render(QWEN25, msgs, tools, agp, **SPECIALS)
+    r = assembler("qwen2.5", case).assemble(case.request())
     assert r.text == expected
     check_segments(r)
 
@@ -303,9 +299,9 @@ def test_qwen25_own_system_and_tools_segments():
 # ----------------------------------------------------------------------------- text: qwen3
 @pytest.mark.parametrize("case", _all_cases(), ids=lambda c: c.name)
 def test_qwen3_text(case):
-    a, msgs, tools, agp = template_view("qwen3", case)
-    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **dict(a.context.kwargs))
-    r = a.assemble(case.request())
+    msgs, tools, agp = hf_chat(case.request())
+    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **SPECIALS)
+    r = assembler("qwen3", case).assemble(case.request())
     assert r.text == expected
     check_segments(r)
 
@@ -319,7 +315,7 @@ def test_qwen3_text_raw(name, agp):
 
 def test_qwen3_official_fails_where_content_is_missing():
     # Documents why `with_empty_content` exists: the official file cannot render a null content.
-    _, msgs, tools, agp = template_view("qwen3", next(c for c in CASES if c.name == "tool_call_round"))
+    msgs, tools, agp = hf_chat(next(c for c in CASES if c.name == "tool_call_round").request())
     assert any("content" not in m for m in msgs)
     with pytest.raises(UndefinedError, match="has no attribute 'content'"):
         official_render(QWEN3, msgs, tools, agp)
@@ -328,10 +324,10 @@ def test_qwen3_official_fails_where_content_is_missing():
 @pytest.mark.parametrize("case", [c for c in _all_cases() if c.messages[-1]["role"] != "assistant"],
                          ids=lambda c: c.name)
 def test_qwen3_enable_thinking_false(case):
-    a, msgs, tools, agp = template_view("qwen3", case, template_kwargs={"enable_thinking": False})
-    kw = dict(a.context.kwargs)
-    assert kw["enable_thinking"] is False  # handed to the template as a variable, like transformers does
-    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, **kw)
+    a = assembler("qwen3", case, template_kwargs={"enable_thinking": False})
+    assert a.context.kwargs["enable_thinking"] is False  # handed to the template as a variable, like transformers
+    msgs, tools, agp = hf_chat(case.request())
+    expected = official_render(QWEN3, with_empty_content(msgs), tools, agp, enable_thinking=False, **SPECIALS)
     r = a.assemble(case.request())
     assert r.text == expected and r.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert r.segments[-1].kind == "generation_prompt"
@@ -340,9 +336,9 @@ def test_qwen3_enable_thinking_false(case):
 
 def test_qwen3_enable_thinking_true_is_plain():
     case = CASES[0]
-    a, msgs, tools, agp = template_view("qwen3", case, template_kwargs={"enable_thinking": True})
-    r = a.assemble(case.request())
-    assert r.text == official_render(QWEN3, msgs, tools, agp, **dict(a.context.kwargs))
+    r = assembler("qwen3", case, template_kwargs={"enable_thinking": True}).assemble(case.request())
+    msgs, tools, agp = hf_chat(case.request())
+    assert r.text == official_render(QWEN3, msgs, tools, agp, enable_thinking=True, **SPECIALS)
     assert r.text.endswith("<|im_start|>assistant\n")
 
 

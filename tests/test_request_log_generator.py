@@ -3,8 +3,10 @@
 The generator runs as a user runs it (its own process). Its lines must be SPEC 7.1 request logs in
 both shapes, the same seed must write the same bytes, each injected breaker must be in the log where
 the ground truth says it is, and the ground truth's per-turn figures must equal an independent
-computation on the official path: the models' own chat templates rendered by transformers and the
-official tokenizers (Meta's llama-models, the Qwen2 GGUF vocabulary), not the workbench's.
+computation on the official path: the models' own chat templates rendered by transformers on the raw
+requests (tests/oracles.py: Anthropic requests read as the OpenAI requests they stand for, then handed
+over as transformers does) and the official tokenizers (Meta's llama-models, the Qwen2 GGUF
+vocabulary), with no workbench intake, cleaning, template or tokenizer on that side.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from itertools import groupby
 from pathlib import Path
 
 import pytest
-from oracles import official_template
+from oracles import anthropic_to_openai, hf_chat, official_template
 from test_exact_llama import BOS, L31, LLAMA3_OFFICIAL
 from test_exact_qwen import gguf_tokenizer
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from workbench import Assembler
-from workbench.cleaning import clean
 from workbench.templates.registry import shipped_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,12 +240,10 @@ def official(template: str, msgs: list[dict], tools: list[dict] | None, agp: boo
                                  eos_token=EOS[template])[0][0]
 
 
-def template_view(template: str, req: dict) -> tuple[list[dict], list[dict] | None]:
-    """The messages and tools a chat template sees for a request (the intake's job, shared by both paths)."""
-    asm = Assembler(template=template, cache=None)
-    conv, _ = asm.normalize(req)
-    conv, _ = clean(conv, asm.config.cleaning)
-    return conv.to_template_messages(), conv.tool_schemas() or None
+def template_view(req: dict) -> tuple[list[dict], list[dict] | None]:
+    """The messages and tools a chat template is handed for a raw logged request, in either shape."""
+    msgs, tools, _ = hf_chat(anthropic_to_openai(req) if is_anthropic(req) else req)
+    return msgs, tools
 
 
 def official_lost(calls: list[dict], encode) -> list[int]:
@@ -253,8 +252,8 @@ def official_lost(calls: list[dict], encode) -> list[int]:
     out = []
     for prev, line in zip(calls, calls[1:]):
         tp, tn = prev["template"], line["template"]
-        pm, ptools = template_view(tp, prev["request"])
-        nm, ntools = template_view(tn, line["request"])
+        pm, ptools = template_view(prev["request"])
+        nm, ntools = template_view(line["request"])
         prompt = official(tp, pm, ptools, True)
         generated = ""
         if len(nm) > len(pm) and nm[len(pm)]["role"] == "assistant":
@@ -267,6 +266,9 @@ def official_lost(calls: list[dict], encode) -> list[int]:
         reused = next((i for i, (x, y) in enumerate(zip(held, new)) if x != y), min(len(held), len(new)))
         out.append(len(held) - reused)
     return out
+
+
+CONTROLS = {"anthropic tools"}   # picked for its shape, whatever breaker it has (or none)
 
 
 def test_ground_truth_equals_the_official_path(logs, official_tokenizers):
@@ -283,14 +285,30 @@ def test_ground_truth_equals_the_official_path(logs, official_tokenizers):
         if len(calls) > 3 and all(rows[(cid, k)]["breaker"] is None for k in range(1, len(calls) + 1)) \
                 and tpl in SOURCES and len(picked[f"clean {tpl}"]) < 1:
             picked[f"clean {tpl}"].append(cid)
-    assert len([k for k in picked if not k.startswith("clean")]) == 4 and len(picked) >= 6, dict(picked)
+    # And an Anthropic conversation with a tool round, so tool_use / tool_result blocks go through the
+    # oracle's own conversion (none of the above may have one).
+    for cid, calls in convs.items():
+        reqs = [line["request"] for _, line in calls]
+        if is_anthropic(reqs[0]) and calls[0][1]["template"] in SOURCES and '"tool_use"' in json.dumps(reqs[-1]) \
+                and all(rows[(cid, k)]["breaker"] != "history_truncation" for k in range(1, len(calls) + 1)):
+            picked["anthropic tools"].append(cid)
+            break
+    assert len([k for k in picked if k not in CONTROLS and not k.startswith("clean")]) == 4 and len(picked) >= 7, \
+        dict(picked)
+    checked = defaultdict(int)   # requests compared, by shape and whether they carry a tool round
     for kind, cids in picked.items():
         for cid in cids:
             calls = [line for _, line in convs[cid]]
             expected = [rows[(cid, k)]["lost_tokens"] for k in range(2, len(calls) + 1)]
             assert official_lost(calls, official_tokenizers) == expected, (kind, cid)
-            if not kind.startswith("clean"):
+            if kind not in CONTROLS and not kind.startswith("clean"):
                 assert any(expected)
+            for c in calls:
+                shape = "anthropic" if is_anthropic(c["request"]) else "openai"
+                checked[shape, any(tc in json.dumps(c["request"]) for tc in ('"tool_calls"', '"tool_use"'))] += 1
+    print(f"official path, requests checked by (shape, has a tool round): {dict(checked)}")
+    # Both request shapes went through the oracle's own conversion, tool rounds included.
+    assert all(checked[shape, tools] > 0 for shape in ("openai", "anthropic") for tools in (False, True)), checked
 
 
 # ----------------------------------------------------------------------------- bad arguments
