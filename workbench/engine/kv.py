@@ -152,10 +152,12 @@ class HeldTurn(Protocol):
 
 def block_hashes(ids: np.ndarray, block_size: int = BLOCK_SIZE, *, algo: str = "sha256",
                  known: Sequence[BlockHash] = ()) -> list[BlockHash]:
-    """The hash chain over the full blocks of `ids`, vLLM's prefix-caching key (kv_cache_utils):
-    hash[i] = H(hash[i-1] + the bytes of block i), the first block's parent being the empty string.
-    Equal hashes, equal prefixes: so equal KV. A partly filled last block has no hash (it is never
-    shared).
+    """The hash chain over the full blocks of `ids`, modelled on vLLM's prefix-caching key
+    (kv_cache_utils.hash_block_tokens): the same blocks match, not the same bytes. Ours:
+    hash[i] = H(hash[i-1] + block i's ids as little-endian uint32), the first parent the empty
+    string; vLLM's hashes a pickled (parent or a per-process NONE_HASH, ids, extra keys) tuple
+    (tests/test_one_tree_one_chain.py checks both group blocks alike). Equal hashes, equal
+    prefixes: so equal KV. A partly filled last block has no hash (it is never shared).
 
     `known`: the hashes of the first blocks of `ids`, already computed (of a previous prompt that
     shares them); only the blocks after them are hashed.
