@@ -4,13 +4,20 @@ earlier turns (Qwen 3 strips reasoning, Mistral moves the system prompt, gpt-oss
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from strategies_chat import (
+    WEATHER,
+    Reach,
+    accepts,
+    growing_session,
+    ids_cut_to_nine,
+    limits_crossed,
+    refused_by_template,
+)
 
 from workbench import Assembler
 from workbench.errors import TemplateError
@@ -18,11 +25,6 @@ from workbench.sessions import load_session
 from workbench.templates import shipped_names
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = st.lists(st.sampled_from(["hello", " world", " café", " 中文", " 😀", "\n", " x=1;", " über", " the", " ok.",
-                                  "<think>", " 42"]), min_size=1, max_size=12).map("".join)
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
-                                            "parameters": {"type": "object", "properties": {
-                                                "city": {"type": "string"}}, "required": ["city"]}}}
 _ASM: dict[str, Assembler] = {}
 
 
@@ -46,77 +48,70 @@ def same(a, b) -> None:  # type: ignore[no-untyped-def]
     assert diags(a) == diags(b)
 
 
-def tool_round(cid: str, result: str) -> list[dict]:
-    """An assistant's call of the weather tool and its result."""
-    return [{"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
-            {"role": "tool", "tool_call_id": cid, "content": result}]
-
-
-@st.composite
-def session_steps(draw):  # type: ignore[no-untyped-def]
-    """A growing conversation, with occasional edits, as the requests a client would send."""
-    msgs: list[dict] = []
-    if draw(st.booleans()):
-        msgs.append({"role": "system", "content": draw(WORDS)})
-    tools = draw(st.booleans())
-    steps, calls = [], 0
-    for _ in range(draw(st.integers(3, 7))):
-        msgs.append({"role": "user", "content": draw(WORDS)})
-        steps.append(copy.deepcopy(msgs))
-        if tools and draw(st.integers(0, 2)) == 0:
-            msgs += tool_round(f"call{calls:05d}", draw(WORDS))
-            calls += 1
-            steps.append(copy.deepcopy(msgs))
-        reply = {"role": "assistant", "content": draw(WORDS)}
-        if draw(st.integers(0, 3)) == 0:
-            reply["reasoning_content"] = draw(WORDS)
-        msgs.append(reply)
-        edit = draw(st.integers(0, 5))
-        if edit == 1:  # a system message in the history (DeepSeek gathers them all at the start)
-            msgs.append({"role": "system", "content": draw(WORDS)})
-        if edit == 0 and len(msgs) > 2:  # the client edits an earlier message
-            i = draw(st.integers(0, len(msgs) - 1))
-            if msgs[i].get("content"):
-                msgs[i] = {**msgs[i], "content": msgs[i]["content"] + " (edited)"}
-    steps.append(copy.deepcopy(msgs) + [{"role": "user", "content": "last"}])
-    return {"steps": steps, "tools": [WEATHER] if tools else None}
-
-
 @pytest.mark.parametrize("template", shipped_names())
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=session_steps())
-def test_incremental_equals_cold(template: str, case: dict) -> None:
+def test_incremental_equals_cold(template: str) -> None:
     a = asm(template)
-    session = a.session()
-    for msgs in case["steps"]:
-        req = {"messages": msgs, **({"tools": case["tools"]} if case["tools"] else {})}
-        try:
-            cold = a.assemble(req)
-        except TemplateError:
-            return  # this template refuses the shape (alternation, tool ids ...): nothing to compare
-        inc = session.assemble(req)
-        same(inc, cold)
-        assert all(s.source in ("local", "fresh") for s in inc.segments)
-        assert inc.reused_segments == sum(1 for s in inc.segments if s.source == "local")
+    reach = Reach("test_incremental_equals_cold")
+    steps = {"compared": 0, "all": 0}
+
+    # derandomized: the same examples each run, so the reach share is a fixed figure
+    @settings(max_examples=20, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(case=growing_session(template))
+    def prop(case: dict) -> None:
+        reach.seen(template)
+        session = a.session()
+        steps["all"] += len(case["steps"])
+        for msgs in case["steps"]:
+            req = {"messages": msgs, **({"tools": case["tools"]} if case["tools"] else {})}
+            try:
+                cold = a.assemble(req)
+            except TemplateError as exc:
+                assert refused_by_template(exc), exc
+                return
+            inc = session.assemble(req)
+            same(inc, cold)
+            assert all(s.source in ("local", "fresh") for s in inc.segments)
+            assert inc.reused_segments == sum(1 for s in inc.segments if s.source == "local")
+            steps["compared"] += 1
+        reach.hit(template)    # every step, the last included, equal to cold
+
+    prop()
+    print(f"{template}: {steps['compared']} of {steps['all']} steps compared")
+    reach.check([template])
 
 
 @pytest.mark.parametrize("template", ["qwen2.5", "qwen3", "llama3.1", "mistral-v7", "deepseek-v3", "gpt-oss"])
 def test_sample_sessions_reuse_and_stay_exact(template: str) -> None:
+    """Every turn of the sample sessions, incremental equal to cold. The sessions carry OpenAI's tool
+    call ids ("call_" + 24): for Mistral they are cut to their last 9 characters first, as vLLM does
+    for Mistral models (`truncate_tool_call_ids`; the template accepts only 9 letters or digits).
+    Llama 3.1 refuses tool_agent's parallel calls (one call per message): its turns from there on
+    are not compared."""
     a = asm(template)
+    compared = total = 0
     for name in ("tool_agent", "coding_corrections", "support_chat"):
         session = a.session()
         reused = 0
-        for req in load_session(ROOT / "sample_sessions" / f"{name}.json").turns:
+        turns = load_session(ROOT / "sample_sessions" / f"{name}.json").turns
+        total += len(turns)
+        for req in turns:
+            if not accepts(template).long_call_ids:
+                req = ids_cut_to_nine(req)
             try:
                 cold = a.assemble(req)
-            except TemplateError:
+            except TemplateError as exc:
+                assert refused_by_template(exc), exc
+                assert limits_crossed(template, req), exc      # a limit the table names (parallel calls)
                 break
             inc = session.assemble(req)
             same(inc, cold)
             reused += inc.reused_segments
+            compared += 1
         if len(session) > 2:
             assert reused > 0, f"{template} reused nothing on {name}"
+    print(f"{template}: {compared} of {total} turns compared")
+    assert compared >= 0.9 * total, (compared, total)
 
 
 def test_edit_last_message_reuses_everything_before_it() -> None:
