@@ -165,7 +165,7 @@ def app_pages(browser, server: "AppServer", home: Path, *, step_ms: int,  # type
               first_ms: int) -> Iterator[Callable[..., Any]]:
     """Opens pages of the app (each its own state, no autosave of another test's edits); on the way
     out they are closed, and none may have logged a page error."""
-    time.sleep(1.0)                     # the previous test's pending autosave lands, then is dropped
+    time.sleep(1.0)  # check-tests: allow fixed-sleep the last autosave lands
     shutil.rmtree(home / "autosave", ignore_errors=True)
     errors: list[str] = []
     opened = []

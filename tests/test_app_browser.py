@@ -99,7 +99,7 @@ SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
     # Each test starts from the file, not another's edits: the previous page's pending autosave is
     # let through first (its session lives on in the server for a while), then dropped.
-    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))
+    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))  # check-tests: allow fixed-sleep autosave
     shutil.rmtree(home / "autosave", ignore_errors=True)
     errors: list[str] = []
     page = open_page(browser, server, errors)

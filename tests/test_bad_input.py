@@ -7,7 +7,6 @@ with the named fragments in its message, or yield the named diagnostic.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -163,14 +162,12 @@ ERRORS = [
 
 @pytest.mark.parametrize("thunk,cls,fragments", [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
 def test_bad_input_raises_typed_error(thunk, cls, fragments):
-    t0 = time.monotonic()
     with pytest.raises(cls) as info:
         thunk()
     assert isinstance(info.value, WorkbenchError)
     msg = str(info.value)
     for f in fragments:
         assert f in msg, f"{f!r} not in {msg!r}"
-    assert time.monotonic() - t0 < 30
 
 
 def test_table_is_large_enough():

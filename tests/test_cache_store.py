@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from fake_clock import FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port, redis_server  # noqa: F401  (fixture)
@@ -100,7 +101,8 @@ def test_entry_rejects_bad_values(tokens, meta, error):
     (lambda: TwoTierCache().get("0" * 64), CacheTypeError, TypeError),  # type: ignore[arg-type]
     (lambda: TwoTierCache().get_or_build(new_key(), lambda: "x"),  # type: ignore[arg-type, return-value]
      CacheTypeError, TypeError),
-], ids=["entry ids", "entry text", "lru size", "cache size", "tier", "put", "key", "build"])
+    (lambda: TwoTierCache(clock=1000.0), CacheTypeError, TypeError),  # type: ignore[arg-type]
+], ids=["entry ids", "entry text", "lru size", "cache size", "tier", "put", "key", "build", "clock"])
 def test_bad_input_to_the_cache_is_a_typed_workbench_error(call, error, builtin):
     """One root for callers that catch the library's errors, and still the builtin type for those
     that caught TypeError / ValueError before the cache had its own."""
@@ -294,11 +296,22 @@ def test_environments_and_namespaces_do_not_see_each_other(redis_server):
 
 
 def test_redis_entries_expire_after_their_ttl(redis_server):
+    raw = redis_server.client()
     k = new_key()
-    TwoTierCache(redis_url=redis_server.url, ttl_s=0.15, **FAST).put(k, make_entry())
+    minute = TwoTierCache(redis_url=redis_server.url, ttl_s=60, **FAST)
+    minute.put(k, make_entry())
+    assert 0 < raw.pttl(minute.redis_key(k)) <= 60_000         # set with the value, in ms (not the default hour)
     assert TwoTierCache(redis_url=redis_server.url, **FAST).get(k)[1] == "redis"
-    time.sleep(0.3)
-    assert TwoTierCache(redis_url=redis_server.url, **FAST).get(k) == (None, "miss")
+    # A TTL of 1 ms: Redis itself says when it is gone (its count of expired keys, on this fresh
+    # server), so nothing has to be read inside a window, and a value never written cannot pass.
+    brief = TwoTierCache(redis_url=redis_server.url, ttl_s=0.001, **FAST)
+    k2 = new_key()
+    brief.put(k2, make_entry())
+    assert sum(brief.metrics().faults.values()) == 0          # written (a bad expiry would be a counted fault)
+    assert _wait_for(lambda: not raw.exists(brief.redis_key(k2)), timeout_s=60)   # (a read expires it at once)
+    assert raw.info("stats")["expired_keys"] == 1              # it was there, and expired
+    assert TwoTierCache(redis_url=redis_server.url, **FAST).get(k2) == (None, "miss")
+    assert TwoTierCache(redis_url=redis_server.url, **FAST).get(k)[1] == "redis"   # the minute-long one stays
 
 
 def _spoilers() -> dict[str, tuple[str, object]]:
@@ -369,7 +382,8 @@ def test_a_server_that_is_not_redis_is_a_counted_fault():
 # --- faults: down, killed, paused --------------------------------------------------------------
 
 def test_redis_down_at_start_serves_locally_and_backs_off():
-    cache = TwoTierCache(redis_url=f"redis://127.0.0.1:{free_port()}/0", **FAST)
+    clock = FakeClock()                                      # the back-off's interval ends when the test says
+    cache = TwoTierCache(redis_url=f"redis://127.0.0.1:{free_port()}/0", clock=clock, **FAST)
     k = new_key()
     assert cache.get_or_build(k, make_entry)[1] == "fresh"
     assert cache.get_or_build(k, make_entry)[1] == "local"
@@ -377,11 +391,15 @@ def test_redis_down_at_start_serves_locally_and_backs_off():
     for _ in range(100):
         assert cache.get(new_key()) == (None, "miss")
     m = cache.metrics()
-    assert 1 <= m.faults["connect"] <= 3                     # back-off: not one fault per call
-    assert m.redis_skipped >= 95
+    assert m.faults["connect"] == 1 and sum(m.faults.values()) == 1   # back-off: not one fault per call
+    assert m.redis_skipped == 1 + 1 + 100                    # the build's write, the put, the gets
+    clock.advance(FAST["backoff_initial_s"])                  # the interval is over: one call probes again
+    assert cache.get(new_key()) == (None, "miss")
+    assert cache.metrics().faults["connect"] == 2 and cache.metrics().redis_skipped == 102
 
 
-def _wait_for(pred, timeout_s: float = 3.0) -> bool:
+def _wait_for(pred, timeout_s: float = 30.0) -> bool:
+    """Poll `pred` until it holds (True) or `timeout_s` passed (False): a bound on a hang only."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if pred():
@@ -416,48 +434,62 @@ def test_killed_server_keeps_serving_and_reconnects_after_restart(redis_server):
     assert c.get(k3)[1] == "redis"
 
 
+# A back-off in binary fractions, so that stepping the fake clock by halves lands exactly on its ends.
+STEPS = dict(FAST, backoff_initial_s=1 / 16, backoff_max_s=1 / 4)
+
+
 def test_paused_server_costs_one_timeout_per_backoff_step_then_recovers(redis_server):
-    a = TwoTierCache(redis_url=redis_server.url, **FAST)
+    clock = FakeClock()
+    a = TwoTierCache(redis_url=redis_server.url, clock=clock, **STEPS)
     a.put(new_key(), make_entry())                           # a pooled, healthy connection
     redis_server.pause()
-    costs = []
-    for _ in range(40):
-        t0 = time.perf_counter()
-        assert a.get(new_key()) == (None, "miss")
-        costs.append(time.perf_counter() - t0)
-        time.sleep(0.01)
-    t0 = time.perf_counter()
-    a.put(new_key(), make_entry())
-    costs.append(time.perf_counter() - t0)
-    m = a.metrics()
-    assert max(costs) < 0.05 * 4, max(costs)                 # about socket_timeout_s, never more
-    assert 1 <= m.faults["timeout"] <= 12                    # not one per call: the tier backs off
-    assert m.redis_skipped >= 25
-    assert sum(costs) < 40 * 0.05 / 2
+    timeouts = skipped = 0
+    for interval in (1 / 16, 1 / 8, 1 / 4, 1 / 4):           # doubling up to the cap
+        for _ in range(10):                                  # the first call of an interval probes
+            assert a.get(new_key()) == (None, "miss")
+        timeouts, skipped = timeouts + 1, skipped + 9
+        m = a.metrics()
+        # The probe ends at the socket timeout (a "timeout", not the 10x longer deadline); the other
+        # calls skip the tier and cost nothing.
+        assert m.faults["timeout"] == timeouts and sum(m.faults.values()) == timeouts, m.faults
+        assert m.redis_skipped == skipped
+        clock.advance(interval / 2)
+        a.put(new_key(), make_entry())                       # half way through the interval: skipped too
+        skipped += 1
+        assert a.metrics().redis_skipped == skipped and a.metrics().faults["timeout"] == timeouts
+        clock.advance(interval / 2)                          # over: the next call probes
 
     redis_server.resume()
+    b = TwoTierCache(redis_url=redis_server.url, clock=clock, **STEPS)
     k = new_key()
-    b = TwoTierCache(redis_url=redis_server.url, **FAST)
 
     def shared_again() -> bool:
+        clock.advance(1.0)                                   # past any back-off: each try is a real call
         a.put(k, make_entry())
         return b.get(k, tiers=("redis",))[1] == "redis"
 
-    assert _wait_for(shared_again)
+    # (each try that fails costs one real socket timeout: a resumed server may answer late, once)
+    assert any(shared_again() for _ in range(100))
+    skipped = a.metrics().redis_skipped
+    assert a.get(k, tiers=("redis",))[1] == "redis" and a.metrics().redis_skipped == skipped   # healthy again
 
 
 # --- single-flight ------------------------------------------------------------------------------
 
 class CountingBuild:
-    def __init__(self, delay_s: float = 0.1, fail: Exception | None = None):
+    def __init__(self, delay_s: float = 0.1, fail: Exception | None = None,
+                 meet: threading.Barrier | None = None):
         self.calls = 0
         self.delay_s = delay_s
         self.fail = fail
+        self.meet = meet          # every build waits there for the others: they must run at once
         self._lock = threading.Lock()
 
     def __call__(self) -> CacheEntry:
         with self._lock:
             self.calls += 1
+        if self.meet is not None:
+            self.meet.wait()
         time.sleep(self.delay_s)
         if self.fail is not None:
             raise self.fail
@@ -533,23 +565,36 @@ def test_leader_double_checks_the_cache_after_taking_the_flight():
 
 def test_different_keys_build_independently_in_parallel():
     cache = TwoTierCache()
-    builds = {i: CountingBuild(delay_s=0.05) for i in range(10)}
+    # The ten builds meet at a barrier: it opens only when all ten run at once, so flights of
+    # different keys that queued behind each other would break it (its timeout only ends a hang).
+    together = threading.Barrier(10, timeout=60)
+    builds = {i: CountingBuild(delay_s=0, meet=together) for i in range(10)}
     keys = {i: new_key() for i in range(10)}
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=cache.get_or_build, args=(keys[i % 10], builds[i % 10]))
-               for i in range(100)]
+    got: list[str] = []
+    errors: list[BaseException] = []
+
+    def ask(i: int) -> None:
+        try:
+            got.append(cache.get_or_build(keys[i % 10], builds[i % 10])[1])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(100)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert all(b.calls == 1 for b in builds.values())
-    assert time.perf_counter() - t0 < 10 * 0.05              # flights of different keys overlap
+    assert not errors and not together.broken
+    assert all(b.calls == 1 for b in builds.values())        # and still one build per key
+    assert len(got) == 100 and got.count("fresh") >= 10
+    assert cache.metrics().builds == 10
 
 
 # --- negative entries ------------------------------------------------------------------------------
 
 def test_a_failing_build_is_remembered_briefly_with_its_own_type():
-    cache = TwoTierCache(negative_ttl_s=0.2)
+    clock = FakeClock()
+    cache = TwoTierCache(negative_ttl_s=0.25, clock=clock)
     k = new_key()
     build = CountingBuild(delay_s=0, fail=VariableError("undefined", variable="user_name", seq=2))
     for _ in range(5):
@@ -560,14 +605,18 @@ def test_a_failing_build_is_remembered_briefly_with_its_own_type():
     assert build.calls == 1
     m = cache.metrics()
     assert m.negative_hits == 4 and m.build_failures == 1
-    time.sleep(0.25)
+    clock.advance(0.125)
+    with pytest.raises(VariableError):
+        cache.get_or_build(k, build)
+    assert build.calls == 1 and cache.metrics().negative_hits == 5     # within the TTL: remembered
+    clock.advance(0.125)
     with pytest.raises(VariableError):
         cache.get_or_build(k, build)
     assert build.calls == 2                                  # the TTL passed: tried again
 
 
 def test_a_failing_build_under_a_burst_runs_once_and_everyone_gets_the_error():
-    cache = TwoTierCache(negative_ttl_s=1.0)
+    cache = TwoTierCache(negative_ttl_s=1.0, clock=FakeClock())   # (the TTL never ends mid-test)
     k = new_key()
     build = CountingBuild(delay_s=0.05, fail=WorkbenchError("template exploded", hint="fix it"))
     caught: list[BaseException] = []
@@ -590,7 +639,7 @@ def test_a_failing_build_under_a_burst_runs_once_and_everyone_gets_the_error():
 
 
 def test_async_failing_build_raises_the_original_type():
-    cache = TwoTierCache(negative_ttl_s=1.0)
+    cache = TwoTierCache(negative_ttl_s=1.0, clock=FakeClock())
     k = new_key()
     build = CountingBuild(delay_s=0.05, fail=VariableError("cycle", variable="a"))
 

@@ -8,12 +8,12 @@ names, duplicate tool-call ids, an empty Anthropic tool name, "context_window": 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from workbench.cli.main import main
+from workbench.engine.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = str(ROOT / "sample_sessions" / "support_chat.json")
@@ -124,12 +124,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("argv,fragments", CASES, ids=[" ".join(Path(a).name for a in c[0])[:60] for c in CASES])
-def test_hostile_input_gets_one_precise_error_line(files: Path, capsys: pytest.CaptureFixture, argv, fragments):
+def test_hostile_input_gets_one_precise_error_line(files: Path, capsys: pytest.CaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch, argv, fragments):
     args = [a.replace("{tmp}", str(files)) for a in argv]
     args = [str(files / a[1:-1]) if a.startswith("{") and a.endswith("}") else a for a in args]
-    t0 = time.monotonic()
+    loads: list[object] = []          # the one costly step of these commands: loading a model
+    monkeypatch.setattr(Engine, "load", classmethod(lambda cls, *a, **k: loads.append(a) or pytest.fail(
+        "a model was loaded for input that is refused")))
     rc = main(args)
-    elapsed = time.monotonic() - t0
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert rc == 2, err
@@ -137,17 +139,14 @@ def test_hostile_input_gets_one_precise_error_line(files: Path, capsys: pytest.C
     assert "unexpected" not in err and "Traceback" not in err, err
     for f in fragments:
         assert f in lines[0], f"{f!r} not in {lines[0]!r}"
-    # Refused before any real work (prefill imports torch first: give it room on a busy machine).
-    assert elapsed < (60 if argv[0] == "prefill" else 10), f"{elapsed:.1f} s"
+    assert loads == []                # refused before any real work
 
 
 @pytest.mark.parametrize("name,fragments", KEPT, ids=[k[0] for k in KEPT])
 def test_arguments_openai_accepts_render_with_a_warning(files: Path, capsys: pytest.CaptureFixture, name, fragments):
-    t0 = time.monotonic()
     assert main(["render", str(files / name), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     warned = [d for d in out["diagnostics"] if d["code"] == "tool_arguments_not_json"]
     assert len(warned) == 1 and warned[0]["level"] == "warning"
     for f in fragments:
         assert f in warned[0]["message"], (f, warned[0]["message"])
-    assert time.monotonic() - t0 < 10

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -63,7 +64,6 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: dict
-    seconds: float
 
     @property
     def error(self) -> dict:
@@ -74,7 +74,7 @@ def port_of(srv: EngineServer) -> int:
     return srv.sock.getsockname()[1]
 
 
-def read_reply(sock: socket.socket, started: float) -> Reply:
+def read_reply(sock: socket.socket) -> Reply:
     data = b""
     while True:
         piece = sock.recv(65536)
@@ -87,18 +87,17 @@ def read_reply(sock: socket.socket, started: float) -> Reply:
     headers = {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
     assert int(headers["content-length"]) == len(body), "the answer was cut short"
     assert headers["content-type"] == "application/json"
-    return Reply(int(lines[0].split()[1]), headers, json.loads(body), time.monotonic() - started)
+    return Reply(int(lines[0].split()[1]), headers, json.loads(body))
 
 
 def exchange(srv: EngineServer | int, data: bytes, *, half_close: bool = True, timeout: float = 60) -> Reply:
     """Send `data` to a server (or a port), half-close, and read the whole answer."""
-    t0 = time.monotonic()
     port = srv if isinstance(srv, int) else port_of(srv)
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         if half_close:
             s.shutdown(socket.SHUT_WR)
-        return read_reply(s, t0)
+        return read_reply(s)
 
 
 def post_bytes(body: bytes, path: str = "/v1/completions") -> bytes:
@@ -219,8 +218,7 @@ def test_each_malformed_request_is_a_typed_json_error(server: EngineServer, name
     assert r.error["code"] == status and r.error["param"] == param
     assert words in r.error["message"], r.error["message"]
     assert r.error["type"] == {404: "not_found_error"}.get(status, "invalid_request_error")
-    assert r.headers["connection"] == "close"
-    assert r.seconds < 15, "a malformed request must be answered at once"
+    assert r.headers["connection"] == "close"   # (answered for what it is: a timeout would be a 408)
     assert_honest_works(server)                               # and the server still serves
     err = capfd.readouterr().err
     assert "Traceback" not in err and "serve-engine:" not in err, err
@@ -240,7 +238,7 @@ def test_honest_requests_next_to_the_hostile_ones(server: EngineServer) -> None:
                   .encode())
         assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
         s.sendall(data)
-        assert read_reply(s, time.monotonic()).status == 200
+        assert read_reply(s).status == 200
     tokens = exchange(server, post({"prompt": "hi<|im_end|>", "add_special_tokens": False}, "/tokenize"))
     assert tokens.status == 200 and tokens.body["tokens"][-1] == 151645
     assert exchange(server, b"GET /health HTTP/1.1\r\n\r\n").status == 200
@@ -273,7 +271,6 @@ def test_300_stalled_clients_hold_no_threads_and_an_honest_request_still_succeed
                   b"POST /v1/completions HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"prompt\": "]  # body half sent
         socks = []
         try:
-            t0 = time.monotonic()
             for i in range(300):
                 s = socket.create_connection(("127.0.0.1", port_of(srv)), timeout=60)
                 s.sendall(stalls[i % 3])
@@ -285,9 +282,10 @@ def test_300_stalled_clients_hold_no_threads_and_an_honest_request_still_succeed
             assert_honest_works(srv)
             assert srv.open_connections >= 300, "the honest request was served while they stalled"
             for s in socks:                      # each ends with a 408, by the read timeout or the deadline
-                r = read_reply(s, t0)
+                r = read_reply(s)
                 assert r.status == 408 and r.error["type"] == "timeout_error", r.body
-                assert r.seconds < 8 + 30
+                # said by the read timeout (5 s) or the request's deadline (8 s): no other path
+                assert re.search(r"(within|nothing for) [58] s", r.error["message"]), r.error["message"]
         finally:
             for s in socks:
                 s.close()
@@ -298,26 +296,27 @@ def test_300_stalled_clients_hold_no_threads_and_an_honest_request_still_succeed
 def test_a_dribbling_client_ends_at_the_request_deadline(model: tuple[Engine, object]) -> None:
     """Slowloris: every read gets a byte in time, so only the deadline of the whole request stops it."""
     with serving(model, read_timeout_s=3, request_deadline_s=4, linger_s=1) as srv:
-        t0 = time.monotonic()
         with socket.create_connection(("127.0.0.1", port_of(srv)), timeout=60) as s:
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 100000\r\n\r\n")
             s.settimeout(0.2)
-            first = b""
+            first, sent = b"", 0
             while not first:
-                assert time.monotonic() - t0 < 30, "the dribbling client was never cut off"
+                # (a bound on a hang only: 150 bytes at one per 0.2 s is 30 s, far past the deadline)
+                assert sent < 150, "the dribbling client was never cut off"
                 try:
                     s.sendall(b" ")                 # a byte every 0.2 s: never idle for a read timeout
+                    sent += 1
                     first = s.recv(65536)
                 except TimeoutError:
                     continue
             s.settimeout(60)
-            rest = read_reply_from(s, first, t0)
+            rest = read_reply_from(s, first)
+        # the request's deadline said it (the read timeout never could: a byte came every 0.2 s)
         assert rest.status == 408 and "did not arrive in full within 4 s" in rest.error["message"], rest.body
-        assert rest.seconds < 4 + 10
         assert_honest_works(srv)
 
 
-def read_reply_from(s: socket.socket, first: bytes, t0: float) -> Reply:
+def read_reply_from(s: socket.socket, first: bytes) -> Reply:
     class Prefixed:
         def __init__(self) -> None:
             self.pending = first
@@ -330,7 +329,7 @@ def read_reply_from(s: socket.socket, first: bytes, t0: float) -> Reply:
                 return s.recv(n)
             except ConnectionResetError:            # we kept sending after its answer: fine once it is read
                 return b""
-    return read_reply(Prefixed(), t0)               # type: ignore[arg-type]
+    return read_reply(Prefixed())                   # type: ignore[arg-type]
 
 
 def test_connections_past_the_limit_get_503_at_once(model: tuple[Engine, object]) -> None:
@@ -357,8 +356,7 @@ def test_a_request_that_cannot_get_the_engine_gets_503_with_retry_after(model: t
         finally:
             srv.turns.release()
         assert r.status == 503 and r.headers["retry-after"] == "1", r.body
-        assert r.error["type"] == "overloaded_error" and "no turn within 0.5 s" in r.error["message"]
-        assert r.seconds < 15
+        assert r.error["type"] == "overloaded_error" and "no turn within 0.5 s" in r.error["message"]  # its wait's end
         assert_honest_works(srv)
 
 
@@ -371,8 +369,9 @@ def test_a_full_queue_answers_503_at_once(model: tuple[Engine, object]) -> None:
                 threading.Thread(target=lambda: answers.put(exchange(srv, HONEST)), daemon=True).start()
             wait_for(lambda: srv.pending == 2 and srv.turns.waiting == 1, "two requests taken in")
             r = exchange(srv, HONEST)
+            # refused for the full queue ("busy"), not after a wait for the engine (120 s, and the
+            # engine is held until this answer is read: a request that queued would never get one)
             assert r.status == 503 and r.headers["retry-after"] == "1" and "busy" in r.error["message"]
-            assert r.seconds < 15
         finally:
             srv.turns.release()
         assert [answers.get(timeout=120).status for _ in range(2)] == [200, 200]
@@ -436,8 +435,7 @@ def test_fair_lock_serves_in_arrival_order_and_gives_up_at_its_deadline() -> Non
         threads.append(threading.Thread(target=waiter, args=(k,)))
         threads[-1].start()
         wait_for(lambda k=k: lock.waiting == k + 1, f"waiter {k} queued")
-    t0 = time.monotonic()
-    assert not lock.acquire(0.2) and time.monotonic() - t0 < 10      # a fourth gives up, and leaves the queue
+    assert not lock.acquire(0.2)                                      # a fourth gives up, and leaves the queue
     assert lock.waiting == 3
     lock.release()
     for t in threads:
@@ -481,7 +479,7 @@ def test_serve_engine_cli_applies_its_limits_and_prints_no_traceback() -> None:
         for name in ("id 2**40", "Content-Length abc", "deep JSON"):
             assert exchange(port, MALFORMED[name][0]).status == 400
         with socket.create_connection(("127.0.0.1", port), timeout=60) as s:    # a stalled client
-            assert read_reply(s, time.monotonic()).status == 408
+            assert read_reply(s).status == 408
         assert exchange(port, post({"prompt": [1, 2, 3], "max_tokens": 1})).status == 200
     finally:
         proc.terminate()

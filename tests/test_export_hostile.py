@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,8 +25,6 @@ from workbench.export.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION = ROOT / "sample_sessions" / "tool_agent.json"
-# Each hostile case must end quickly; the margin is for a busy 2-core CI machine.
-QUICK_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +73,12 @@ def test_a_yaml_anchor_bomb_in_template_kwargs_is_refused_at_load_naming_the_lin
     text = text.replace("  template_kwargs: {}\n", BOMB)
     path.write_text(text)
     line = text.splitlines().index("    l0: &l0 [x, x, x, x, x, x, x, x, x]") + 1
-    t0 = time.perf_counter()
     with pytest.raises(BundleError, match=f"line {line}: YAML anchor &l0 refused") as e:
         load(bundle)
     assert e.value.file == "workbench.yaml"
     assert main(["verify", str(bundle)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: workbench.yaml, line") and err.count("\n") == 1
-    assert time.perf_counter() - t0 < QUICK_S
 
 
 def test_an_alias_alone_is_refused_and_plain_repetition_is_not() -> None:
@@ -98,13 +94,11 @@ def test_an_alias_alone_is_refused_and_plain_repetition_is_not() -> None:
 
 def test_deep_large_and_non_json_yaml_is_refused_with_a_bundle_error(bundle: Path) -> None:
     deep = "a: " + "[" * 10_000 + "]" * 10_000 + "\n"          # RecursionError in a plain composer
-    t0 = time.perf_counter()
     with pytest.raises(BundleError, match="nested deeper than 64 levels"):
         safe_yaml.loads(deep, "f.yaml")
     assert safe_yaml.loads("a: " + "[" * 60 + "]" * 60, "f.yaml")
     with pytest.raises(BundleError, match="YAML nodes"):
         safe_yaml.loads("[" + ", ".join(["0"] * (safe_yaml.MAX_NODES + 1)) + "]", "f.yaml")
-    assert time.perf_counter() - t0 < QUICK_S
     big = bundle / "workbench.yaml"
     with open(big, "a") as f:
         f.write("# " + "x" * safe_yaml.MAX_BYTES + "\n")
@@ -160,11 +154,10 @@ def test_a_sealed_field_changed_by_hand_is_refused_and_fails_verify_naming_it(
         load(bundle)
     assert (e.value.file, e.value.field) == ("workbench.yaml", fld), e.value
     assert "export again" in str(e.value)
-    t0 = time.perf_counter()
     assert main(["verify", str(bundle)]) == 1
     out = capsys.readouterr().out
+    # refused before any assembly: nothing assembled, nothing checked
     assert f"MISMATCH workbench.yaml ({fld}):" in out and "not assembled" in out and "checked" not in out
-    assert time.perf_counter() - t0 < QUICK_S
     report = verify(bundle)
     assert not report.ok and report.checked == [] and report.mismatches[0]["field"] == fld
 
@@ -316,10 +309,26 @@ def test_a_symlink_out_of_the_folder_is_refused_and_one_inside_is_not(bundle: Pa
 def test_a_fifo_in_place_of_the_template_is_refused_without_blocking(bundle: Path) -> None:
     (bundle / "chat_template.jinja").unlink()
     os.mkfifo(bundle / "chat_template.jinja")
-    t0 = time.perf_counter()
-    with pytest.raises(BundleError, match="not a regular file"):
-        load(bundle)
-    assert time.perf_counter() - t0 < QUICK_S
+    # Opening a FIFO for reading blocks until a writer comes: load() on a thread, given a minute
+    # (a bound on a hang only), must have returned with the refusal without one.
+    outcome: list[BaseException] = []
+
+    def try_load() -> None:
+        try:
+            load(bundle)
+        except BaseException as exc:  # noqa: BLE001 - looked at below
+            outcome.append(exc)
+
+    t = threading.Thread(target=try_load, daemon=True)
+    t.start()
+    t.join(60)
+    if t.is_alive():
+        with open(bundle / "chat_template.jinja", "wb"):   # a writer: lets the stuck open go on
+            pass
+        t.join(60)
+        pytest.fail("load() blocked on the FIFO")
+    assert len(outcome) == 1 and isinstance(outcome[0], BundleError), outcome
+    assert "not a regular file" in str(outcome[0])
 
 
 # -------------------------------------------------------------------------------------- goldens

@@ -25,8 +25,7 @@ except ImportError:
     expect = None  # type: ignore[assignment]   # the browser fixture (conftest.py) says what to install
 
 FIRST_VIEW_MS = 60_000     # a fresh server's first page loads Panel's bundle (slow on a busy 2-core machine)
-UPDATE_MS = 15_000
-NEW_TURN_S = 10.0          # the bar here (a busy machine); the target is 1 s: benchmarks/bench_follow.py
+UPDATE_MS = 15_000         # the wait for an update (a busy machine); the target is 1 s: benchmarks/bench_follow.py
 USAGE = {"prompt_tokens": 61, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 40}}
 
 
@@ -54,15 +53,6 @@ def turn_options(page) -> list[str]:  # type: ignore[no-untyped-def]
     return page.get_by_label("Turn").locator("option").all_inner_texts()
 
 
-def timed(what: str, condition) -> float:  # type: ignore[no-untyped-def]
-    """Seconds until `condition()` (a Playwright expect) holds; it fails past UPDATE_MS."""
-    t = time.monotonic()
-    condition()
-    took = time.monotonic() - t
-    print(f"{what}: {took * 1000:.0f} ms")
-    return took
-
-
 def test_the_page_follows_the_log_as_it_is_appended(browser, server: AppServer, log: Path) -> None:  # type: ignore[no-untyped-def]
     assert server.url.startswith("http://127.0.0.1:")                      # still this machine only
     errors: list[str] = []
@@ -84,10 +74,8 @@ def test_the_page_follows_the_log_as_it_is_appended(browser, server: AppServer, 
         # A new call of the conversation shown: its new turn, the logged call and the provider's usage.
         append(log, line("support-7", 2, T0 + 60, provider="openai", model="gpt-4o", latency_ms=420,
                          response={"usage": USAGE}))
-        took = timed("a new call shown as a new turn", lambda: (
-            expect(view).to_contain_text("support-7 question 2", timeout=UPDATE_MS),
-            expect(turn).to_have_value("3")))
-        assert took < NEW_TURN_S
+        expect(view).to_contain_text("support-7 question 2", timeout=UPDATE_MS)
+        expect(turn).to_have_value("3")
         expect(call).to_contain_text("turn 3")
         expect(call).to_contain_text("prompt_tokens_details.cached_tokens 40")
         expect(call).to_contain_text("model gpt-4o")
@@ -98,16 +86,14 @@ def test_the_page_follows_the_log_as_it_is_appended(browser, server: AppServer, 
         page.locator(".bk-tab", has_text="Prefix diff").first.click()
         expect(page.locator(".wb-diff").first).to_contain_text("Turn 3", timeout=UPDATE_MS)
         append(log, line("support-7", 3, T0 + 70))
-        took = timed("the next turn's prefix diff", lambda: expect(page.locator(".wb-diff").first).to_contain_text(
-            "Turn 4 extends what the engine holds after turn 3", timeout=UPDATE_MS))
-        assert took < NEW_TURN_S
+        expect(page.locator(".wb-diff").first).to_contain_text(
+            "Turn 4 extends what the engine holds after turn 3", timeout=UPDATE_MS)
         expect(call).to_contain_text("reuses")                             # the prefix diff's figure beside the call
         page.locator(".bk-tab", has_text="Tokens").first.click()
 
         # A newer conversation goes to the top of the picker; the one shown stays shown.
         append(log, line("refund-9", 0, T0 + 80))
-        timed("a new conversation at the top of the picker", lambda: expect(
-            session.locator("option").first).to_contain_text("refund-9 — 1 call", timeout=UPDATE_MS))
+        expect(session.locator("option").first).to_contain_text("refund-9 — 1 call", timeout=UPDATE_MS)
         assert session.input_value().startswith("support-7 — 4 calls")
         expect(turn).to_have_value("4")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import OrderedDict
 
 import numpy as np
@@ -193,19 +192,16 @@ KEPT_ARGUMENTS = [
 
 @pytest.mark.parametrize("request_,fragments", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_hostile_request_gets_a_request_error_naming_the_field(request_, fragments):
-    t0 = time.monotonic()
     with pytest.raises(RequestError) as info:
         normalize(request_)
     msg = str(info.value)
     for f in fragments:
         assert f in msg, f"{f!r} not in {msg!r}"
     assert msg.startswith(fragments[0]), f"the message should start with where: {msg!r}"
-    assert time.monotonic() - t0 < 2, "a hostile request must be refused quickly"
 
 
 @pytest.mark.parametrize("request_,fragments", [h[1:] for h in KEPT_ARGUMENTS], ids=[h[0] for h in KEPT_ARGUMENTS])
 def test_arguments_openai_accepts_are_kept_with_a_warning(request_, fragments):
-    t0 = time.monotonic()
     conv, diags = normalize(request_)
     sent = request_["messages"][1]["tool_calls"][0]["function"]["arguments"]
     call_ = conv.messages[1].tool_calls[0]
@@ -218,7 +214,6 @@ def test_arguments_openai_accepts_are_kept_with_a_warning(request_, fragments):
     r = Assembler(template="qwen2.5", cache=None).assemble(request_)
     assert '"arguments": {}}' in r.text, "the template gets {} in their place"
     assert any(d.code == warned[0].code for d in r.diagnostics)
-    assert time.monotonic() - t0 < 5
 
 
 @pytest.mark.parametrize("request_,fragments", [h[1:] for h in HOSTILE[:8]], ids=[h[0] for h in HOSTILE[:8]])

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 
 import nbformat
@@ -104,7 +103,6 @@ def test_the_workbench_renders_and_follows_an_edit_in_a_notebook(lab, browser) -
     page.on("pageerror", lambda e: page_errors.append(str(e)))
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     try:
-        t0 = time.monotonic()
         notebook = run_all_cells(page, lab, NOTEBOOK, page_ms=PAGE_MS, kernel_ms=KERNEL_MS, step_ms=STEP_MS)
 
         output = notebook.locator(".jp-OutputArea-output")
@@ -121,7 +119,6 @@ def test_the_workbench_renders_and_follows_an_edit_in_a_notebook(lab, browser) -
         expect(view.locator(".wb-seg").nth(100), "not one segment per message").to_be_attached()
         expect(view.locator(".wb-special").first, "no special token rendered").to_be_visible()
         expect(view.locator(".wb-special", has_text="<|im_start|>").first).to_be_attached()
-        took = time.monotonic() - t0
         # The message editor, the other ES module, and a round trip through the kernel: an edit in
         # the page re-assembles there and comes back as a patch of the token view.
         editor = output.locator(".wb-message-editor")
@@ -152,4 +149,3 @@ def test_the_workbench_renders_and_follows_an_edit_in_a_notebook(lab, browser) -
     relevant = [m for m in console_errors if RELEVANT.search(m)]
     assert not page_errors and not relevant, \
         f"JavaScript errors in the page: {page_errors + relevant} (console noise ignored: {console_errors})"
-    assert took < 90, f"the notebook took {took:.0f} s to show the widget"

@@ -56,7 +56,7 @@ def server(home: Path, tmp_path_factory) -> Iterator[AppServer]:  # type: ignore
 
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    time.sleep(1.0)                     # the previous test's pending autosave lands, then is dropped
+    time.sleep(1.0)  # check-tests: allow fixed-sleep the last autosave lands
     shutil.rmtree(home / "autosave", ignore_errors=True)
     errors: list[str] = []
     p = browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)

@@ -43,7 +43,7 @@ _closed = [0.0]
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
     # Each test starts from the file, not from the reply another test appended (its autosave).
-    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))
+    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))  # check-tests: allow fixed-sleep autosave
     shutil.rmtree(home / "autosave", ignore_errors=True)
     errors: list[str] = []
     page = open_page(browser, server.url, errors, step_ms=STEP_MS, first_ms=FIRST_VIEW_MS)

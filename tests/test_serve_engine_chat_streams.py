@@ -175,16 +175,16 @@ def test_a_prompt_over_the_cap_is_a_400_naming_the_limit(model: tuple[Engine, An
 def test_a_dribbling_client_gets_408_in_the_anthropic_shape(model: tuple[Engine, Any]) -> None:
     with serving(model, read_timeout_s=1, request_deadline_s=2, linger_s=0.5) as srv:
         port = srv.sock.getsockname()[1]
-        t0 = time.monotonic()
         with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
             s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{")
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
         head, _, body = data.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 408") and time.monotonic() - t0 < 30
+        assert head.startswith(b"HTTP/1.1 408")
         err = json.loads(body)
         assert err["type"] == "error" and err["error"]["type"] == "timeout_error"
+        assert "nothing for 1 s" in err["error"]["message"], err   # the read timeout's own words
 
 
 # --- tool calls through the SDKs ------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from workbench import Assembler
 from workbench.errors import EditError, SessionFileError
+from workbench.ui import controller
 from workbench.ui.controller import Controller
 from workbench.ui.document import Autosave, SessionDocument, atomic_write
 from workbench.ui.state import WorkbenchState, sample_sessions
@@ -245,7 +245,18 @@ def test_the_autosave_status_is_true_only_once_the_edit_is_on_disk(tmp_path: Pat
     assert host.autosaved == 1
 
 
-def test_the_panels_worker_yields_to_an_edit_on_its_way(tmp_path: Path) -> None:
+def returns(fn: Any) -> bool:
+    """Whether `fn()` returned, run on a thread given a minute: a bound on a hang, not a measure."""
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    t.join(60)
+    return not t.is_alive()
+
+
+def test_the_panels_worker_yields_to_an_edit_on_its_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker waits at most HOLD_S for an edit on its way; made an hour here, so that it returns
+    # only because the edit was shown (or failed), never because the wait ran out.
+    monkeypatch.setattr(controller, "HOLD_S", 3600.0)
     state = WorkbenchState(SAMPLES["coding_corrections.json"], autosave=Autosave(tmp_path))
     paused: list[int] = []
     state.panels(check=lambda: paused.append(1))
@@ -253,25 +264,25 @@ def test_the_panels_worker_yields_to_an_edit_on_its_way(tmp_path: Path) -> None:
     assert len(paused) == state.doc.turn_count - 2
     host = LaterHost()
     c = Controller(state, host, background=False)
-    waiting: list[bool] = []
+    order: list[str] = []
+    workers: list[threading.Thread] = []
 
     def show_result(result: Any) -> None:                       # the edit's patch is being made
-        worker = threading.Thread(target=c.yield_to_edits)
+        worker = threading.Thread(target=lambda: (c.yield_to_edits(), order.append("worker goes on")))
+        workers.append(worker)
         worker.start()
-        worker.join(0.15)
-        waiting.append(worker.is_alive())                       # the worker waits meanwhile
+        worker.join(0.15)                                       # (a chance to run past: it must not)
+        order.append("shown")
         host.results.append(result)
 
     host.show_result = show_result  # type: ignore[method-assign]
     c.op({"op": "set", "index": 1, "field": "content", "value": "shown first"})
-    assert waiting == [True]
-    start = time.monotonic()
-    c.yield_to_edits()                                          # shown: it goes on at once
-    assert time.monotonic() - start < 0.1
+    workers[0].join(60)
+    assert order == ["shown", "worker goes on"]                 # it waited for the edit, then went on
+    assert returns(c.yield_to_edits)                            # shown: it goes on at once
     c.op({"op": "set", "index": 99, "field": "content", "value": "no such message"})
-    assert host.edit_errors[-1]["index"] == 99 and time.monotonic() - start < 0.1
-    c.yield_to_edits()                                          # a failed edit holds nothing either
-    assert time.monotonic() - start < 0.2
+    assert host.edit_errors[-1]["index"] == 99
+    assert returns(c.yield_to_edits)                            # a failed edit holds nothing either
 
 
 def test_prefix_diff_of_the_selected_turn() -> None:

@@ -201,20 +201,24 @@ DEFAULT_DEADLINE_S = 0.5
 
 class Backoff:
     """When a failing server may be tried again: skipped for an interval that doubles up to a cap,
-    then one caller at a time probes (half-open) until a call succeeds."""
+    then one caller at a time probes (half-open) until a call succeeds.
 
-    __slots__ = ("_initial", "_max", "_delay", "_retry_at", "_lock")
+    `clock` (monotonic seconds) is what the intervals are measured on: a schedule only, no socket
+    waits on it, so a test can step it by hand and count the probes of each interval."""
 
-    def __init__(self, initial_s: float, max_s: float):
+    __slots__ = ("_initial", "_max", "_delay", "_retry_at", "_lock", "_clock")
+
+    def __init__(self, initial_s: float, max_s: float, clock: Callable[[], float] = time.monotonic):
         self._initial, self._max, self._delay = initial_s, max_s, initial_s
-        self._retry_at = 0.0          # 0: healthy; else monotonic time before which calls are skipped
+        self._retry_at = 0.0          # 0: healthy; else the clock's time before which calls are skipped
         self._lock = threading.Lock()
+        self._clock = clock
 
     def admit(self) -> bool:
         if not self._retry_at:          # the healthy path takes no lock
             return True
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             if self._retry_at and now < self._retry_at:
                 return False
             if self._retry_at:
@@ -230,7 +234,7 @@ class Backoff:
 
     def failed(self) -> None:
         with self._lock:
-            self._retry_at = time.monotonic() + self._delay
+            self._retry_at = self._clock() + self._delay
             self._delay = min(self._delay * 2, self._max)
 
 
@@ -241,13 +245,16 @@ class RedisTier:
     In a cluster the back-off is per shard (the master that owns the key's slot, as the client last
     saw the topology): a lost or paused shard is skipped while the others keep serving, and once a
     replica is promoted its slots map to another node name, which starts healthy.
+
+    `clock` times the back-off only (Backoff); a call's deadline is always time.monotonic, since it
+    bounds real waits on sockets.
     """
 
     def __init__(self, url: str, *, environment: str, namespace: str, ttl_s: float,
                  socket_timeout_s: float, metrics: CacheMetrics, secret: CacheSecret,
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, deadline_s: float = DEFAULT_DEADLINE_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, clock: Callable[[], float] = time.monotonic):
         redis = require("redis", "the shared Redis cache tier (WORKBENCH_REDIS_URL)")
         from .redis_reply import DeadlineExceeded, ReplyTooLarge, bounded_call
 
@@ -270,7 +277,7 @@ class RedisTier:
         self._protocol_errors = (redis.exceptions.InvalidResponse,)
         self._response_errors = (redis.exceptions.ResponseError,)
         self._lua = True          # the nearest-prefix lookup runs as a script until a server refuses it
-        self._backoff_args = (backoff_initial_s, backoff_max_s)
+        self._backoff_args = (backoff_initial_s, backoff_max_s, clock)
         self._backoffs: dict[str, Backoff] = {}
         self._backoffs_lock = threading.Lock()
         self._cluster = is_cluster_url(url)

@@ -14,6 +14,10 @@ and content, keyed by WORKBENCH_CACHE_SECRET (secret.py; `secret=` overrides it)
 are capped at `max_value_bytes` and every Redis call ends within `redis_deadline_s`. Threads share
 at most `redis_max_connections` connections, waiting for a free one within that deadline
 (redis_pool.py).
+
+`clock` (default time.monotonic) is what the negative entries' TTL and the Redis back-off are
+measured on: schedules, not waits, so a test can step a clock of its own and see an entry expire or
+a back-off end without sleeping. Redis deadlines stay on the real clock: they bound socket waits.
 """
 
 from __future__ import annotations
@@ -143,12 +147,16 @@ class TwoTierCache:
                  backoff_initial_s: float = 0.1, backoff_max_s: float = 5.0,
                  negative_max_entries: int = 4096, secret: bytes | str | None = None,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, redis_deadline_s: float = DEFAULT_DEADLINE_S,
-                 redis_max_connections: int = DEFAULT_MAX_CONNECTIONS):
+                 redis_max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 clock: Callable[[], float] = time.monotonic):
         if local_bytes < 0:
             raise CacheValueError(f"cache local_bytes must be >= 0, got {local_bytes}",
                                   hint="0 turns the local tier off")
         check_name("environment", environment)
         check_name("namespace", namespace)
+        if not callable(clock):
+            raise CacheTypeError(f"cache clock must be a function returning monotonic seconds, got "
+                                 f"{type(clock).__name__}", hint="leave it out: time.monotonic is the default")
         self._metrics = CacheMetrics()
         self._local: ByteLRU[CacheEntry] = ByteLRU(local_bytes)
         # The secret is resolved only with a Redis tier: a local-only cache trusts its own memory.
@@ -156,7 +164,9 @@ class TwoTierCache:
             redis_url, environment=environment, namespace=namespace, ttl_s=ttl_s,
             socket_timeout_s=socket_timeout_s, metrics=self._metrics, secret=resolve_secret(secret),
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
-            max_value_bytes=max_value_bytes, deadline_s=redis_deadline_s, max_connections=redis_max_connections)
+            max_value_bytes=max_value_bytes, deadline_s=redis_deadline_s, max_connections=redis_max_connections,
+            clock=clock)
+        self._clock = clock
         self._negative_ttl_s = negative_ttl_s
         self._negative_max = negative_max_entries
         self._negative: dict[str, tuple[float, BaseException]] = {}
@@ -344,7 +354,7 @@ class TwoTierCache:
             if item is None:
                 return
             deadline, exc = item
-            if time.monotonic() >= deadline:
+            if self._clock() >= deadline:
                 del self._negative[hex_]
                 return
         self._metrics.count("negative_hits")
@@ -353,7 +363,7 @@ class TwoTierCache:
     def _remember_failure(self, hex_: str, exc: Exception) -> None:
         if self._negative_ttl_s <= 0 or self._negative_max <= 0:
             return
-        now = time.monotonic()
+        now = self._clock()
         with self._neg_lock:
             if len(self._negative) >= self._negative_max:
                 for k in [k for k, (d, _) in self._negative.items() if d <= now]:
