@@ -165,3 +165,49 @@ def test_char_boundaries_vectorized_equal_the_definition(name: str, text: str) -
     # Tokens that do not spell the text give None, not offsets of another text.
     if ids.size and ends is not None:
         assert tok.char_boundaries(text + "x", ids) is None
+
+
+@pytest.mark.parametrize("name", ["qwen3", "o200k_base", "mistral-tekken"])
+def test_a_worker_thread_encodes_with_its_own_core_and_the_same_ids(name: str) -> None:
+    """The pool threads that encode beside the caller (segments.PendingEncode) each get a tiktoken
+    core of their own: two threads sharing one fight over its regex scratch space (two encodes at
+    once took longer than one after the other). Same ids; a separate core per thread, built once."""
+    import threading
+
+    tok = get_tokenizer(name)
+    text = ("<|im_start|>user\nHé, naïve café — 12,345 tokens?  \n\n" * 400 + "[INST]ok[/INST]") * 3
+    main = tok.encode_with_specials(text)
+    seen: dict[str, object] = {}
+
+    def work(tag: str) -> None:
+        ids = tok.encode_with_specials_on_worker(text)
+        again = tok.encode_with_specials_on_worker(text)
+        assert np.array_equal(ids, main) and np.array_equal(again, main)
+        seen[tag] = tok._workers.copy._enc                                # type: ignore[attr-defined]
+        seen[tag + " again"] = tok._workers.copy._enc                     # type: ignore[attr-defined]
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(seen) == {"w0", "w0 again", "w1", "w1 again"}
+    assert seen["w0"] is seen["w0 again"] and seen["w1"] is seen["w1 again"]     # built once per thread
+    assert len({id(seen["w0"]), id(seen["w1"]), id(tok._enc)}) == 3           # type: ignore[attr-defined]
+
+
+def test_the_parallel_encode_of_a_long_render_equals_one_encode() -> None:
+    """A 1.3 M-character prompt encoded in pieces on the pool's threads and the caller's (pieces cut
+    just before special tokens) gives exactly the ids of one encode."""
+    from workbench import load_session
+    from workbench.segments import PendingEncode
+
+    asm = Assembler(template="qwen2.5", tokenizer="qwen3", cache=None, context_window=1_000_000)
+    text = asm.assemble(load_session(Path(__file__).parent.parent / "sample_sessions" / "bench_1000.json")
+                        .turn(None)).text
+    pending = PendingEncode(asm.tokenizer)
+    head, *turns = text.split("<|im_start|>")    # fed as a render writes it: a piece per message
+    for piece in [head] + ["<|im_start|>" + t for t in turns]:
+        pending.feed(piece)
+    assert pending._parallel and len(pending._queued) >= 5     # it did run in pieces, on the pool
+    assert np.array_equal(pending.finish(text).result(), asm.tokenizer.encode_with_specials(text))

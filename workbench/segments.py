@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -252,7 +253,7 @@ class PendingEncode:
     from the end, and encodes them itself: workers and caller meet in the middle.
     """
 
-    CHUNK_CHARS = 200_000
+    CHUNK_CHARS = 100_000    # small enough that the two threads end close together
 
     def __init__(self, tokenizer: Tokenizer):
         global _POOL
@@ -275,8 +276,12 @@ class PendingEncode:
                 and self._starts_special(piece):
             assert _POOL is not None
             text = "".join(self._buf)
-            self._queued.append((text, _POOL.submit(self._tokenizer.encode_with_specials, text)))
+            self._queued.append((text, _POOL.submit(self._tokenizer.encode_with_specials_on_worker, text)))
             self._buf, self._buf_len = [], 0
+            # The worker needs the GIL for the few steps before the encoder lets it go; the render
+            # holds it and would hand it over only at the interpreter's next switch (5 ms): given
+            # up here, the worker starts at once.
+            time.sleep(0)
         self._buf.append(piece)
         self._buf_len += len(piece)
 
@@ -324,7 +329,7 @@ def tokenize_spans(text: str, spans: list[Span], tokenizer: Tokenizer,
             pending = PendingEncode.of(tokenizer, text)
         matches = pending.matches
         full = pending.result()
-        where = np.flatnonzero(np.isin(full, tokenizer.special_ids)) if matches else np.zeros(0, dtype=np.int64)
+        where = tokenizer.special_positions(full) if matches else np.zeros(0, dtype=np.int64)
         if len(where) == len(matches):
             points = _fast_points(text, tokenizer, full, matches, where, cuts)
     if points is None or full is None:

@@ -352,6 +352,8 @@ def _chain(conv: Conversation, built: Built, previous: AssemblyResult | None) ->
         start = built.first_change if built.first_change is not None else \
             first_change(previous.conversation.messages, conv.messages)
         return extend_chain(previous.prefix_chain, conv.messages, start)
+    if built.chain is not None and built.conv is conv:
+        return built.chain
     return tuple(prefix_chain(conv.messages))
 
 

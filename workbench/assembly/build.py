@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..cache.keys import prefix_chain
 from ..conversation import Conversation, MediaPart
 from ..diagnostics import Diagnostic
 from ..errors import TemplateError
@@ -43,15 +44,18 @@ def exact(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool, in
     r = render_spans(ctx, conv, add_generation_prompt)
     t1 = time.perf_counter()
     diags = list(r.injection)
+    chain = None
     if inspect:
-        # Python work that needs no token ids runs now, while the encode finishes on other threads.
+        # Python work that needs no token ids runs now, while the encode finishes on other threads:
+        # the rewrite diagnostics, and the messages' fingerprints the result's key is made of.
         diags += inspect_render(r.text, conv.messages, r.spans, ctx.template.source)
+        chain = tuple(prefix_chain(conv.messages))
     segments, ids, moved = tokenize_spans(r.text, r.spans, ctx.tokenizer, r.escaped,
                                           None if r.escaped else r.pending)
     diags += moved_diagnostics(moved)
     return Built(conv, r.text, segments, ids, tuple(diags), tuple(r.escaped), r.render_ms,
                  (time.perf_counter() - t1) * 1e3, spans=tuple(r.spans), inspected=inspect,
-                 gen=add_generation_prompt)
+                 gen=add_generation_prompt, chain=chain)
 
 
 def render_spans(ctx: BuildContext, conv: Conversation, add_generation_prompt: bool) -> Rendering:

@@ -44,6 +44,7 @@ class Built:
     first_change: int | None = None  # incremental: the first message that differs from before
     estimated: int | None = None     # the fast estimate, when one was made
     hit: Tier | None = None          # the cache tier this prompt (or its prefix) came from
+    chain: tuple[str, ...] | None = None   # conv's prefix chain, when worked out while its encode ran
     _counts: dict[int, int] = field(default_factory=dict, init=False, repr=False)
 
     @property

@@ -180,9 +180,31 @@ class Tokenizer(ABC):
         """Every special-token string is a control token. Backends override with a one-call path."""
         return self.encode(text)
 
+    def encode_with_specials_on_worker(self, text: str) -> TokenIds:
+        """`encode_with_specials` on a pool thread running beside the caller's (segments.PendingEncode):
+        a backend whose encoder must not be shared between threads running at once gives each
+        worker its own."""
+        return self.encode_with_specials(text)
+
     @cached_property
     def special_ids(self) -> TokenIds:
         return np.array(sorted(self.specials.values()), dtype=np.uint32)
+
+    def special_positions(self, ids: TokenIds) -> NDArray[np.intp]:
+        """Where `ids` holds a special token: one lookup per id in a table over the vocabulary (an
+        `isin` against the specials compares every id with each of them: 3 ms on a 300k-token
+        prompt, against a fraction of one)."""
+        table = self._special_table
+        if len(ids) and int(ids.max()) >= len(table):
+            return np.flatnonzero(np.isin(ids, self.special_ids))
+        return np.flatnonzero(table[ids])
+
+    @cached_property
+    def _special_table(self) -> NDArray[np.bool_]:
+        top = int(self.special_ids.max()) + 1 if len(self.special_ids) else 0
+        table = np.zeros(max(top, self.vocab_size), dtype=np.bool_)
+        table[self.special_ids] = True
+        return table
 
     def encode(self, text: str, escaped: Sequence[tuple[int, int]] = ()) -> TokenIds:
         """Tokenize rendered prompt text: special-token strings become control tokens."""
