@@ -24,11 +24,11 @@ The core never imports this package; it imports the core and the light modules o
 """
 
 from .policies import PolicyRun, compare_policies, prefix_stable_turns
-from .prefix import Cause, TurnAnalysis, analyze, analyze_turn
+from .prefix import Cause, TurnAnalysis, analyze, analyze_turn, iter_analysis
 from .provider_params import ProviderParams
 from .providers import PROVIDERS, Simulation, TurnPrompt, TurnResult, make_simulator, simulate
 from .turn_prompts import turn_prompts
 
 __all__ = ["PROVIDERS", "Cause", "PolicyRun", "ProviderParams", "Simulation", "TurnAnalysis", "TurnPrompt",
-           "TurnResult", "analyze", "analyze_turn", "compare_policies", "make_simulator", "prefix_stable_turns",
-           "simulate", "turn_prompts"]
+           "TurnResult", "analyze", "analyze_turn", "compare_policies", "iter_analysis", "make_simulator",
+           "prefix_stable_turns", "simulate", "turn_prompts"]

@@ -455,57 +455,140 @@ def measure(asm: Assembler, session: Session, fixes: Sequence[str | dict[str, An
     applied = apply_fixes(session, fixes, asm)
     names = tuple(providers or PROVIDERS)
     runner = _Prefill(engine, asm.tokenizer.vocab_size, device, repeats) if engine else None
-    before = _side(asm, _requests(session, prepare), Settings(), names, breakpoints)
-    after = _side(fixed_assembler(asm, applied.settings), _requests(applied.session, prepare), applied.settings,
-                  names, breakpoints)
+    keep = runner is not None            # the engine prefills every turn's ids
+    before = _side(asm, _requests(session, prepare), Settings(), names, breakpoints, keep)
+    if applied.session is session and applied.settings.empty:
+        after = before       # no fix changed the session or how it renders: the same figures, measured once
+    else:
+        after = _side(fixed_assembler(asm, applied.settings), _requests(applied.session, prepare), applied.settings,
+                      names, breakpoints, keep)
     if runner is not None:
         before, after = runner.timed(before, after)
     return Measurement(applied, before, after, engine)
 
 
-def _requests(session: Session, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _requests(session: Session, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Sequence[dict[str, Any]]:
+    # Built one at a time as the analysis reads them: every turn's request at once would hold a slice
+    # of the conversation per turn (memory quadratic in its length).
     turns = parse_session(session).turns
-    return [prepare(r) if prepare else r for r in turns]
+    return turns.map(prepare) if prepare else turns
 
 
-def _side(asm: Assembler, requests: list[dict[str, Any]], settings: Settings, providers: Sequence[str],
-          breakpoints: str = "explicit") -> Side:
-    from ..difference import first_difference
-    from .prefix import analyze
-    from .providers import TurnPrompt, simulate
-    from .turn_prompts import turn_prompts
-    analysis: tuple[Any, ...] = ()
+def _side(asm: Assembler, requests: Sequence[dict[str, Any]], settings: Settings, providers: Sequence[str],
+          breakpoints: str = "explicit", keep_ids: bool = False) -> Side:
+    """One column, turn by turn: each turn's figures are taken as it is made, and its prompt goes to
+    the simulators once the next turn says what reply followed it; only the figures are kept (and
+    every turn's ids with `keep_ids`, for the engine's prefill). Time and memory follow the session."""
+    from .prefix import iter_analysis
+    feed = _Feed(asm, providers, breakpoints)
+    rows: list[tuple[int, int, int | None]] = []      # tokens, reused, first divergence
+    analysis: list[Any] = []
+    ids: list[np.ndarray] = []
     if settings.projection:
-        projected = list(projection_hook()(asm, requests))
-        ids = [ids_of(r) for r in projected]
-        results = [getattr(r, "result", None) for r in projected]
-        prompts = turn_prompts(results, breakpoints, asm) if all(results) else [TurnPrompt(i) for i in ids]
-        reuse = [_projected_reuse(projected, ids, k, first_difference) for k in range(len(ids))]
+        turns: Any = _projected_turns(asm, requests)
+        if isinstance(turns, Sequence) and not all(getattr(t, "result", None) for t in turns):
+            feed.plain = True                    # a hook whose turns carry no result: bare ids
+        own = hasattr(turns, "__next__")         # the projection's own turns: each has its result and reuse
+        for t in turns:
+            result = getattr(t, "result", None)
+            tid = None if own and not keep_ids else ids_of(t)
+            tokens = len(tid) if tid is not None else t.result.total_tokens
+            rows.append((tokens, *_projected_reuse(t, tid, rows, ids)))
+            feed.add(result, tid)
+            if tid is not None:
+                ids.append(tid)
     else:
-        analysis = tuple(analyze(asm, requests))
-        ids = [t.result.token_ids for t in analysis]
-        prompts = turn_prompts([t.result for t in analysis], breakpoints, asm)   # engines hold the replies too
-        reuse = [(t.reused_tokens, t.first_divergence) for t in analysis]
-    sims = {p: simulate(prompts, p) for p in providers}
-    turns = tuple(TurnFigures(k + 1, len(ids[k]), reuse[k][0], reuse[k][1],
-                              {p: s.turns[k].cached_tokens for p, s in sims.items()},
-                              {p: s.turns[k].cost for p, s in sims.items()},
-                              why={p: s.turns[k].why for p, s in sims.items() if s.turns[k].why})
-                  for k in range(len(ids)))
-    return Side(turns, analysis, tuple(ids), {p: s.why for p, s in sims.items() if s.why})
+        for t in iter_analysis(asm, requests):
+            rows.append((t.tokens, t.reused_tokens, t.first_divergence))
+            analysis.append(t.detached())
+            feed.add(t.result, None)
+            if keep_ids:
+                ids.append(t.result.token_ids)
+    sims = feed.finish()
+    turns_out = tuple(TurnFigures(k + 1, rows[k][0], rows[k][1], rows[k][2],
+                                  {p: s.turns[k].cached_tokens for p, s in sims.items()},
+                                  {p: s.turns[k].cost for p, s in sims.items()},
+                                  why={p: s.turns[k].why for p, s in sims.items() if s.turns[k].why})
+                      for k in range(len(rows)))
+    return Side(turns_out, tuple(analysis), tuple(ids) if keep_ids else (),
+                {p: s.why for p, s in sims.items() if s.why})
 
 
-def _projected_reuse(projected: list[Any], ids: list[np.ndarray], k: int,
-                     first_difference: Callable[[Any, Any], int]) -> tuple[int, int | None]:
+def _projected_turns(asm: Assembler, requests: Sequence[dict[str, Any]]) -> Any:
+    """The projection's turns one at a time where its module makes them so (`iter_project`), else
+    the hook's whole list."""
+    mod = importlib.import_module("workbench.analysis.projection") if importlib.util.find_spec(
+        "workbench.analysis.projection") else None
+    stream = getattr(mod, "iter_project", None) if mod is not None else None
+    return stream(asm, requests) if callable(stream) else projection_hook()(asm, requests)
+
+
+class _Feed:
+    """The simulators of one column, fed each turn's prompt as soon as the next turn is known (its
+    reply is the next request's first new message). A prompt or a simulation that fails is raised
+    once every turn has been analysed, in the order the whole-session code raised them: a prompt
+    error first (the earliest turn), then the first provider's, in the providers' order."""
+
+    def __init__(self, asm: Assembler, providers: Sequence[str], breakpoints: str):
+        from .providers import make_simulator
+        self.asm, self.breakpoints = asm, breakpoints
+        self.sims = {p: make_simulator(p) for p in providers}
+        self.results: dict[str, list[Any]] = {p: [] for p in providers}
+        self.failed: dict[str, WorkbenchError] = {}
+        self.prompt_error: WorkbenchError | None = None
+        self.plain = False                       # a hook whose turns carry no result: bare ids
+        self._last: tuple[Any, np.ndarray | None] | None = None
+
+    def add(self, result: Any, ids: np.ndarray | None) -> None:
+        if self._last is not None:
+            self._prompt(self._last, result)
+        self._last = (result, ids)
+
+    def _prompt(self, last: tuple[Any, np.ndarray | None], following: Any) -> None:
+        from .providers import TurnPrompt
+        from .turn_prompts import turn_prompt
+        if self.prompt_error is not None:
+            return
+        result, ids = last
+        try:
+            prompt = TurnPrompt(ids) if self.plain and ids is not None else \
+                turn_prompt(result, following, self.breakpoints, self.asm)
+        except WorkbenchError as exc:
+            self.prompt_error = exc
+            return
+        for p, sim in self.sims.items():
+            if p in self.failed:
+                continue
+            try:
+                self.results[p].append(sim.process(prompt))
+            except WorkbenchError as exc:
+                self.failed[p] = exc
+
+    def finish(self) -> dict[str, Any]:
+        from .providers import Simulation
+        if self._last is not None:
+            self._prompt(self._last, None)
+            self._last = None
+        if self.prompt_error is not None:
+            raise self.prompt_error
+        for p in self.sims:
+            if p in self.failed:
+                raise self.failed[p]
+        return {p: Simulation(sim.params.name, tuple(self.results[p]), sim.params) for p, sim in self.sims.items()}
+
+
+def _projected_reuse(t: Any, tid: np.ndarray | None, rows: list[Any], ids: list[np.ndarray]
+                     ) -> tuple[int, int | None]:
     """A projected turn's reuse: its own accounting of what the engine held (the reply included),
-    else the common prefix with the previous turn's prompt."""
-    if k == 0:
+    else the common prefix with the previous turn's prompt (`ids`: the turns before, kept for it)."""
+    from ..difference import first_difference
+    if not rows:
         return 0, None
-    t = projected[k]
     if hasattr(t, "reused_tokens") and hasattr(t, "held_tokens"):
         return int(t.reused_tokens), None if t.reused_tokens >= t.held_tokens else int(t.reused_tokens)
-    d = first_difference(ids[k - 1], ids[k])
-    return d, None if d >= len(ids[k - 1]) else d
+    assert tid is not None      # kept for a hook whose turns carry no reuse of their own
+    d = first_difference(ids[-1], tid)
+    return d, None if d >= len(ids[-1]) else d
 
 
 class _Prefill:

@@ -9,19 +9,23 @@ falls in, and why the prompt changed there, with advice.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..assembly import Assembler
-from ..assembly.result import AssemblyResult
+from ..assembly.incremental import rendered_after
+from ..assembly.result import AssemblyResult, LazyIds, ids_array, text_slice
 from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
 from ..difference import first_difference
+from ..segments import Segment, SegmentList
 from ..truncation import TruncationPolicy
 from .provider_terms import provider_diagnostics
 
@@ -35,6 +39,9 @@ _VOLATILE = re.compile(
     r"|\b1[5-9]\d{8}(?:\d{3})?\b"
     r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{4}\b"
     r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{1,2},? \d{4}\b")
+
+# The sequence number the reply gets in the probe's render (above any a request can have).
+_REPLY_SEQ = 1 << 62
 
 # Special tokens a model emits to end its turn; generation stops right after one of them.
 _END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|return|>", "<|call|>",
@@ -87,7 +94,16 @@ class TurnAnalysis:
     divergence_kind: str | None       # the segment kind the divergence falls in
     causes: tuple[Cause, ...]
     result: AssemblyResult
-    held: np.ndarray | None = None    # what the engine holds after the previous turn (None on turn 1)
+    # What the engine holds after the previous turn (None on turn 1), read as `held`: kept as the
+    # previous prompt's ids and the reply, joined only when read (a long session's turns would
+    # otherwise each hold a copy of the whole history).
+    held_source: "NDArray[np.uint32] | LazyIds | None" = None
+    reply_ids: NDArray[np.uint32] | None = None   # the reply the engine holds past the previous prompt
+
+    @property
+    def held(self) -> NDArray[np.uint32] | None:
+        """What the engine holds after the previous turn: its prompt, then the reply as generated."""
+        return None if self.held_source is None else ids_array(self.held_source)
 
     def to_json(self) -> dict[str, Any]:
         return {"turn": self.turn, "tokens": self.tokens, "reused_tokens": self.reused_tokens,
@@ -95,53 +111,162 @@ class TurnAnalysis:
                 "divergence_seq": self.divergence_seq, "divergence_kind": self.divergence_kind,
                 "causes": [c.to_json() for c in self.causes], "provider_diagnostics": provider_diagnostics(self)}
 
+    def detached(self) -> "AnalysedTurn":
+        """The turn's figures without its result and ids (what a report of many turns keeps)."""
+        return AnalysedTurn(self.turn, self.tokens, self.reused_tokens, self.held_tokens, self.first_divergence,
+                           self.divergence_seq, self.divergence_kind, self.causes, self.to_json())
 
-def analyze(asm: Assembler, requests: Sequence[Any]) -> list[TurnAnalysis]:
+
+@dataclass(frozen=True, slots=True)
+class AnalysedTurn:
+    """A TurnAnalysis let go of its result: its figures, causes and JSON."""
+    turn: int
+    tokens: int
+    reused_tokens: int
+    held_tokens: int
+    first_divergence: int | None
+    divergence_seq: int | None
+    divergence_kind: str | None
+    causes: tuple[Cause, ...]
+    json: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.json)
+
+
+def analyze(asm: Assembler, requests: Iterable[Any]) -> list[TurnAnalysis]:
     """Assemble each request of a session and compare it with what the engine holds from the previous one."""
-    out: list[TurnAnalysis] = []
+    return list(iter_analysis(asm, requests))
+
+
+def iter_analysis(asm: Assembler, requests: Iterable[Any]) -> Iterator[TurnAnalysis]:
+    """`analyze`, one turn at a time. Each request extends the previous one's result (a Session:
+    only what changed is rendered and tokenized) and is compared with what the engine holds from
+    where the two prompts are known to agree, so a session costs time in proportion to its size,
+    not to the sum of its prompts; a caller that keeps only what it reports of each turn keeps
+    memory in proportion to the session too."""
+    session = asm.session(keep=1)
     prev: tuple[AssemblyResult, Conversation] | None = None
+    prev_media = False
     for k, request in enumerate(requests, start=1):
-        res = asm.assemble(request)
-        full = asm.prepare(request)[0]
-        out.append(analyze_turn(asm, k, res, full, prev))
-        prev = (res, full)
-    return out
+        res = session.assemble(request)
+        full = session.prepared
+        if full is None:
+            full = res.conversation if not res.dropped else asm.prepare(request)[0]
+        media = has_media(res, prev[0] if prev is not None else None, prev_media)
+        yield analyze_turn(asm, k, res, full, prev, media=(prev_media, media))
+        prev, prev_media = (res, full), media
+
+
+def has_media(res: AssemblyResult, prev: AssemblyResult | None = None, prev_media: bool = True) -> bool:
+    """Whether `res`'s conversation holds an image; with the previous result of the session and its
+    answer, only the messages after those the two share are looked at."""
+    if prev is None or prev_media:
+        return bool(res.conversation.media)
+    return any(m.media for m in res.conversation.messages[_same_messages(prev, res):] if m.parts)
 
 
 def analyze_turn(asm: Assembler, k: int, res: AssemblyResult, full: Conversation,
-                 previous: tuple[AssemblyResult, Conversation] | None) -> TurnAnalysis:
+                 previous: tuple[AssemblyResult, Conversation] | None,
+                 media: tuple[bool, bool] | None = None) -> TurnAnalysis:
     """Turn k alone: its result and its conversation before truncation (`asm.prepare(request)[0]`),
-    against the previous turn's (None on turn 1). The workbench re-analyses only the turn being edited."""
+    against the previous turn's (None on turn 1). The workbench re-analyses only the turn being edited.
+    `media`: whether the previous and this result hold images, when the caller knows."""
     if previous is None:
         return TurnAnalysis(k, res.total_tokens, 0, 0, None, None, None, (), res)
-    return _compare(asm, k, previous[0], previous[1], res, full)
+    return _compare(asm, k, previous[0], previous[1], res, full, media=media)
 
 
 def _compare(asm: Assembler, k: int, prev: AssemblyResult, prev_all: Conversation, res: AssemblyResult,
              full: Conversation, generate: Callable[[Assembler, AssemblyResult, Message | None], tuple[str, bool]]
-             | None = None) -> TurnAnalysis:
-    """`generate`: how the reply as generated is found (`_generated`'s contract); the aggregate passes
-    the incremental probe (turn_prompts.generated_pair), whose cost follows the turn, not the history."""
+             | None = None, media: tuple[bool, bool] | None = None) -> TurnAnalysis:
+    """`generate`: how the reply as generated is found (`_generated`'s contract); by default the
+    incremental probe (`generated_pair`), whose cost follows the turn, not the history. `media`:
+    whether `prev` and `res` hold images (None: looked at here)."""
     reply = _reply(prev_all, full)
-    generated, mismatch = (generate or _generated)(asm, prev, reply)
-    tok = asm.tokenizer
-    # Images compare by content (their placeholder tokens are the same for any image of one size).
-    held = prev.content_ids() if not generated else np.concatenate(
-        [prev.content_ids(), tok.encode_with_specials(generated)]).astype(np.uint32, copy=False)
-    new = res.content_ids()
-    n = min(len(held), len(new))
+    generated, mismatch = (generate or generated_pair)(asm, prev, reply)
+    gen = np.asarray(asm.tokenizer.encode_with_specials(generated), dtype=np.uint32) if generated else None
+    n_prev, n_new = prev.total_tokens, res.total_tokens
+    held_len = n_prev + (len(gen) if gen is not None else 0)
+    held_source: NDArray[np.uint32] | LazyIds
+    if any(media) if media is not None else (prev.conversation.media or res.conversation.media):
+        # Images compare by content (their placeholder tokens are the same for any image of one size).
+        held_source = prev.content_ids() if gen is None else np.concatenate(
+            [prev.content_ids(), gen]).astype(np.uint32, copy=False)
+        first = first_difference(held_source, res.content_ids())
+    else:
+        # The two prompts agree up to where this one was extended from the previous one (known
+        # without looking); only the rest is compared, the previous prompt's end and reply against
+        # this one's new tail.
+        same = shared_prefix(prev.ids_source, res.ids_source)
+        old = ids_slice(prev.ids_source, same, n_prev)
+        if gen is not None:
+            old = np.concatenate([old, gen])
+        first = same + first_difference(old, ids_slice(res.ids_source, same, n_new))
+        held_source = prev.ids_source if gen is None else LazyIds(prev.ids_source, n_prev, gen)
+    n = min(held_len, n_new)
     # The first token that differs, or the end of this prompt when the engine holds more than it.
-    first = first_difference(held, new)
-    d = first if first < n or len(held) > len(new) else None
+    d = first if first < n or held_len > n_new else None
     reused = n if d is None else d
-    seg = None
-    if d is not None:
-        seg = next((s for s in res.segments if s.start <= d < s.end), res.segments[-1] if res.segments else None)
+    seg = segment_at(res.segments, d) if d is not None else None
     causes: list[Cause] = []
     if d is not None:
-        causes = _causes(prev, res, d, seg, mismatch, reply, len(prev.token_ids), asm.config.truncation)
-    return TurnAnalysis(k, res.total_tokens, reused, len(held), d, seg.seq if seg else None,
-                        seg.kind if seg else None, tuple(causes), res, held)
+        causes = _causes(prev, res, d, seg, mismatch, reply, n_prev, asm.config.truncation)
+    return TurnAnalysis(k, res.total_tokens, reused, held_len, d, seg.seq if seg else None,
+                        seg.kind if seg else None, tuple(causes), res, held_source, gen)
+
+
+def segment_at(segments: Sequence[Segment], d: int) -> Segment | None:
+    """The segment holding token `d`, else the last one (None without segments). Segments tile the
+    prompt in order, so bisection finds it; the scan is kept for a list that does not."""
+    if not segments:
+        return None
+    orig = segments.orig if isinstance(segments, SegmentList) else segments
+    i = bisect.bisect_right(orig, d, key=_start) - 1
+    if i >= 0 and orig[i].start <= d < orig[i].end:
+        return segments[i]
+    return next((s for s in segments if s.start <= d < s.end), segments[-1])
+
+
+def _start(s: Segment) -> int:
+    return s.start
+
+
+def shared_prefix(prev: "NDArray[np.uint32] | LazyIds", new: "NDArray[np.uint32] | LazyIds") -> int:
+    """How many leading ids `new` shares with `prev` by construction: incremental assembly makes a
+    prompt as an earlier prompt's head and a new tail (LazyIds), so where that head is `prev` or one
+    of the heads `prev` was made from, they agree up to the shorter of the two heads. 0 when unknown
+    (then everything is compared)."""
+    if new is prev:
+        return len(prev)
+    if not isinstance(new, LazyIds):
+        return 0
+    head, node, limit = new.head, prev, len(prev)
+    for _ in range(8):   # the head is `prev` itself or a few links back: a long walk is not worth it
+        if head is node or (isinstance(node, LazyIds) and node._arr is not None and head is node._arr):
+            return min(new.head_len, limit)
+        if not isinstance(node, LazyIds):
+            break
+        limit = min(limit, node.head_len)
+        node = node.head
+    return 0
+
+
+def ids_slice(ids: "NDArray[np.uint32] | LazyIds", a: int, b: int) -> NDArray[np.uint32]:
+    """ids[a:b] without joining a LazyIds: the links that hold the range are read, no others."""
+    if isinstance(ids, LazyIds) and b <= ids.root_len:
+        return ids.root[a:b]
+    node = ids
+    while isinstance(node, LazyIds) and node._arr is None and b <= node.head_len:
+        node = node.head
+    if isinstance(node, np.ndarray):
+        return node[a:b]
+    if node._arr is not None:
+        return node._arr[a:b]
+    h = node.head_len
+    if a >= h:
+        return node.tail[a - h:b - h]
+    return np.concatenate([ids_slice(node.head, a, h), node.tail[:max(b - h, 0)]]).astype(np.uint32, copy=False)
 
 
 def _image_change(a: Message, b: Message) -> str:
@@ -192,6 +317,43 @@ def _generated_in(asm: Assembler, part: str, gen_text: str) -> tuple[str, bool]:
     return text, mismatch
 
 
+def generated_pair(asm: Assembler, prev: AssemblyResult, reply: Message | None) -> tuple[str, bool]:
+    """`_generated`'s contract (the text, and whether the generation prompt differs from how the
+    template renders the reply), through the incremental probe where it applies."""
+    if reply is None:
+        return "", False
+    fast = _generated_fast(asm, prev, reply)
+    return fast if fast is not None else _generated(asm, prev, reply)
+
+
+def _generated_fast(asm: Assembler, prev: AssemblyResult, reply: Message) -> tuple[str, bool] | None:
+    """`_generated`'s text from the probe's render of the last turn and the reply; None where the
+    probe does not apply (a short conversation, escaped text, another build context)."""
+    ctx = asm.context_at()
+    if prev.context != ctx.fingerprint:
+        return None   # assembled under other settings (or another day's date): its text is not this render's
+    conv = prev.conversation
+    # A sequence number of its own, above every message's (the slow path's -1 is a summary slot's):
+    # the probe finds messages by it. A constant, not the largest one plus one: finding that would
+    # read every message of the history each turn, and the text does not depend on it.
+    found = rendered_after(ctx, prev, conv.with_messages(conv.messages + (reply.with_(sequence=_REPLY_SEQ),)),
+                           False, extends=True)
+    if found is None:
+        return None
+    start, tail = found
+    segs = prev.segments
+    gen = segs[-1] if segs and segs[-1].kind == "generation_prompt" else None
+    end = gen.char_start if gen is not None else len(prev.text_source)
+    if end < start:
+        return None
+    # The render's head is the previous prompt's up to `start` (the probe checked its anchors), so
+    # the render starts with the previous body exactly when the tail starts with the body's rest.
+    body = text_slice(prev.text_source, start, end)
+    if not tail.startswith(body):
+        return "", False   # the reply changes what came before it: the next prompt shows the rewrite
+    return _generated_in(asm, tail[len(body):], gen.text if gen is not None else "")
+
+
 def _volatile_diff(a: str, b: str) -> list[str]:
     """The volatile-looking strings that differ between two texts (empty if the change is elsewhere)."""
     if a == b:
@@ -221,20 +383,23 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
                                  f"prompt changes at {where}"))
         else:
             causes.append(_cause("tools_changed", f"the tool schemas changed; the prompt changes at {where}"))
-    # Messages the previous prompt had, in order, against this request's messages.
-    fp_prev = [message_fingerprint(m) for m in pc.messages]
-    fp_new = [message_fingerprint(m) for m in nc.messages]
-    if res.dropped and not set(fp_prev) <= set(fp_new):
+    # Messages the previous prompt had, in order, against this request's messages. Fingerprints
+    # from the first message whose prefix chain differs: the ones before it are equal (the chain
+    # covers them), and hashing them every turn would cost the whole history.
+    same = 0 if res.dropped else _same_messages(prev, res)
+    fp_prev = [message_fingerprint(m) for m in pc.messages[same:]]
+    fp_new = [message_fingerprint(m) for m in nc.messages[same:len(pc.messages)]]
+    if res.dropped and not set(fp_prev) <= {message_fingerprint(m) for m in nc.messages}:
         causes.append(Cause("truncated", f"truncation ({policy.strategy}) dropped {len(res.dropped)} message(s) the "
                             f"previous prompt had; the prompt changes at {where}", truncation_advice(policy, res)))
     # The first of the previous request's messages that this one does not repeat (changed or gone).
-    first: int | None = first_difference(fp_prev, fp_new)
-    if first == len(fp_prev):
+    first: int | None = same + first_difference(fp_prev, fp_new)
+    if first == len(pc.messages):
         first = None
     if first is not None and first < len(nc.messages):
         a, b = pc.messages[first], nc.messages[first]
-        window = fp_new[first:first + len(fp_prev) - first]
-        if sorted(fp_prev[first:]) == sorted(window) and fp_prev[first:] != window:
+        window = fp_new[first - same:]
+        if sorted(fp_prev[first - same:]) == sorted(window) and fp_prev[first - same:] != window:
             causes.append(_cause("reordered", f"messages of the previous request come in a different order from "
                                  f"seq {b.sequence}; the prompt changes at {where}", b.sequence))
         elif a.role == b.role and (v := _volatile_diff(a.content or "", b.content or "")):
@@ -264,6 +429,24 @@ def _causes(prev: AssemblyResult, res: AssemblyResult, d: int, seg, mismatch: bo
                                  f"that more turns follow{detail}; the prompt changes at {where}",
                                  seg.seq if seg else None))
     return causes
+
+
+def _same_messages(prev: AssemblyResult, res: AssemblyResult) -> int:
+    """How many leading messages the two requests share, from their prefix chains (a link covers
+    its message and every one before it); 0 where a chain does not cover its conversation."""
+    a, b = prev.prefix_chain, res.prefix_chain
+    if len(a) != len(prev.conversation.messages) or len(b) != len(res.conversation.messages):
+        return 0
+    # A link equal in both means every link before it is equal too (each hashes the one before):
+    # bisection finds the first difference in a few comparisons, not one per message.
+    lo, hi = 0, min(len(a), len(b))   # a[:lo] == b[:lo]; the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def chunk_tokens(policy: TruncationPolicy, res: AssemblyResult) -> int:

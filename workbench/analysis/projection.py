@@ -42,9 +42,10 @@ a projected result as if it were the template's rendering, and the prompt cache 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +54,14 @@ from numpy.typing import NDArray
 
 from ..assembly import Assembler
 from ..assembly.build import Rendering, render_spans
-from ..assembly.result import AssemblyResult
-from ..budget import measure
+from ..assembly.incremental import rendered_after, system_indices
+from ..assembly.result import AssemblyResult, LazyIds, LazyText, ids_array, text_slice
+from ..budget import PARTS, Budget, Window, part_of
 from ..cache.keys import message_fingerprint, prompt_key
 from ..conversation import Conversation, Message
 from ..difference import first_difference
-from ..segments import Segment, Span, originals, tokenize_spans
-from .prefix import _END_TOKENS
+from ..segments import Segment, SegmentList, Span, originals, tokenize_spans
+from .prefix import _END_TOKENS, _REPLY_SEQ, _same_messages, ids_slice, shared_prefix
 
 HELD, REPLY, NEW = "held", "reply", "new"
 # How templates open a reasoning block: one kept in the projection and gone from the template's rendering
@@ -116,61 +118,91 @@ class ProjectedTurn:
 
 
 class Projection:
-    """The projection of one conversation, request by request (as `Assembler.session()` assembles them)."""
+    """The projection of one conversation, request by request (as `Assembler.session()` assembles them).
+    `keep`: hold every turn in `turns` (False: only the last, for a caller that takes each turn as
+    it comes and lets it go)."""
 
-    def __init__(self, asm: Assembler):
+    def __init__(self, asm: Assembler, keep: bool = True):
         self.asm = asm
         self._session = asm.session(keep=2)
+        self.keep = keep
         self.turns: list[ProjectedTurn] = []
+        self.count = 0
         # The previous turn's template rendering and what the engine held after it (its reply added).
         self._last: tuple[AssemblyResult, ProjectedTurn] | None = None
+        self._tally: _Tally | None = None     # the budget's sums over the last projected prompt's segments
 
     def assemble(self, request: Any) -> AssemblyResult:
         return self.add(request).result
 
     def add(self, request: Any) -> ProjectedTurn:
         tmpl = self._session.assemble(request)
-        k = len(self.turns) + 1
+        k = self.count + 1
         if self._last is None:
-            turn = ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), 0, 0, 0, None)
+            turn, self._tally = ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), 0, 0, 0, None), None
         else:
-            turn = _next_turn(self.asm, k, self._last[0], self._last[1], tmpl)
-        self.turns.append(turn)
+            turn, self._tally = _next_turn(self.asm, k, self._last[0], self._last[1], tmpl, self._tally)
+        if self.keep:
+            self.turns.append(turn)
+        self.count = k
         self._last = (tmpl, turn)
         return turn
 
 
 def project(asm: Assembler, requests: Iterable[Any]) -> list[ProjectedTurn]:
     """The projection of a session's requests (each request: every message so far, as a client sends it)."""
-    p = Projection(asm)
+    return list(iter_project(asm, requests))
+
+
+def iter_project(asm: Assembler, requests: Iterable[Any]) -> Iterator[ProjectedTurn]:
+    """`project`, one turn at a time: a caller that keeps only what it reports of each turn holds
+    the session's last turn, not all of them."""
+    p = Projection(asm, keep=False)
     for r in requests:
-        p.add(r)
-    return p.turns
+        yield p.add(r)
 
 
 # ----------------------------------------------------------------------------------------------- one turn
-def _next_turn(asm: Assembler, k: int, prev_tmpl: AssemblyResult, prev: ProjectedTurn,
-               tmpl: AssemblyResult) -> ProjectedTurn:
+def _next_turn(asm: Assembler, k: int, prev_tmpl: AssemblyResult, prev: ProjectedTurn, tmpl: AssemblyResult,
+               tally: "_Tally | None" = None) -> "tuple[ProjectedTurn, _Tally | None]":
+    """Turn k from the previous one. Each step reads what this turn added (the reply, the bridge, the
+    template's new tail), not the history: the previous prompts' ids and text are extended without
+    being copied, and what two prompts share by construction is not compared again. `tally`: the
+    budget's sums over the previous projected prompt (None: counted here)."""
     reply = _reply(prev_tmpl.conversation, tmpl.conversation)
     gen_text, gen_escaped = held_reply(asm, prev_tmpl, reply, tmpl) if reply is not None else ("", [])
     gen_ids = asm.tokenizer.encode(gen_text, gen_escaped) if gen_text else np.zeros(0, np.uint32)
-    held = np.concatenate([prev.token_ids, gen_ids]).astype(np.uint32, copy=False)
-    own = np.concatenate([prev_tmpl.token_ids, gen_ids]).astype(np.uint32, copy=False)
-    template_reused = _reuse(own, tmpl.token_ids)
-    why = _not_appended(prev_tmpl, tmpl, reply)
+    held = prev.result.total_tokens + len(gen_ids)
+    template_reused = _reuse_after(prev_tmpl.ids_source, gen_ids, tmpl.ids_source)
+    same = _same_messages(prev_tmpl, tmpl)
+    why = _not_appended(prev_tmpl, tmpl, reply, same)
     if why is not None:
         # The log itself changed: this turn is the template's rendering, and the next extends it.
-        return ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), len(held), _reuse(held, tmpl.token_ids),
-                             template_reused, None, why)
+        return ProjectedTurn(k, tmpl, tmpl, (NEW,) * len(tmpl.segments), held,
+                             _reuse_after(prev.result.ids_source, gen_ids, tmpl.ids_source), template_reused, None,
+                             why), None
     assert reply is not None
     b = bridge_start(asm, prev_tmpl, tmpl, reply, gen_text)
-    result, origins, openings = _build(asm, prev, reply, gen_text, gen_ids, tmpl, b, k)
-    dep = _departure(result, origins, openings, tmpl)
-    return ProjectedTurn(k, result, tmpl, origins, len(held), len(held), template_reused, dep, None, openings)
+    result, origins, openings, tally = _build(asm, prev, reply, gen_text, gen_ids, tmpl, b, k, tally)
+    dep = _departure(result, origins, openings, tmpl, prev, prev_tmpl, same)
+    return ProjectedTurn(k, result, tmpl, origins, held, held, template_reused, dep, None, openings), tally
 
 
 def _reuse(held: NDArray[np.uint32], new: NDArray[np.uint32]) -> int:
     return min(first_difference(held, new), len(held), len(new))
+
+
+def _reuse_after(prev: "NDArray[np.uint32] | LazyIds", gen: NDArray[np.uint32],
+                 new: "NDArray[np.uint32] | LazyIds") -> int:
+    """`_reuse(prev + gen, new)`, comparing only from where `new` was extended from `prev` (the
+    session's incremental assembly: the ids before that are the same ones)."""
+    n_prev, n_new = len(prev), len(new)
+    same = shared_prefix(prev, new)
+    old = ids_slice(prev, same, n_prev)
+    if len(gen):
+        old = np.concatenate([old, gen]).astype(np.uint32, copy=False)
+    first = same + first_difference(old, ids_slice(new, same, n_new))
+    return min(first, n_prev + len(gen), n_new)
 
 
 def _reply(prev: Conversation, conv: Conversation) -> Message | None:
@@ -181,8 +213,9 @@ def _reply(prev: Conversation, conv: Conversation) -> Message | None:
     return None
 
 
-def _not_appended(prev: AssemblyResult, res: AssemblyResult, reply: Message | None) -> str | None:
-    """Why request k does not extend request k−1 as an append-only log (None when it does)."""
+def _not_appended(prev: AssemblyResult, res: AssemblyResult, reply: Message | None, same: int = 0) -> str | None:
+    """Why request k does not extend request k−1 as an append-only log (None when it does). `same`:
+    leading messages known equal (their prefix chains agree), which are not fingerprinted again."""
     if res.dropped or prev.dropped:
         return "truncation dropped messages, so the history is not append-only"
     pc, nc = prev.conversation, res.conversation
@@ -191,7 +224,7 @@ def _not_appended(prev: AssemblyResult, res: AssemblyResult, reply: Message | No
     n = len(pc.messages)
     if len(nc.messages) < n:
         return "the request has fewer messages than the previous one"
-    for a, b in zip(pc.messages, nc.messages[:n]):
+    for a, b in zip(pc.messages[same:], nc.messages[same:n]):
         if a.sequence != b.sequence or message_fingerprint(a) != message_fingerprint(b):
             return f"message seq {b.sequence} differs from the previous request's (an edited log)"
     if reply is None:
@@ -213,11 +246,15 @@ def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message, tmpl: Assem
     reply is taken from its rendering there, from where it differs from the generation prompt."""
     conv = prev.conversation
     gen = prev.segments[-1] if prev.segments and prev.segments[-1].kind == "generation_prompt" else None
-    body = prev.text[: gen.char_start] if gen else prev.text
     gen_text = gen.text if gen else ""
     ctx = asm.context_at()
-    r = render_spans(ctx, conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
-    text, escaped = _reply_span(asm, r, body, gen_text, reply, -1)
+    found = _reply_after(asm, ctx, prev, reply, gen.char_start if gen else len(prev.text_source), gen_text)
+    if found is not None:
+        text, escaped = found
+    else:
+        body = prev.text[: gen.char_start] if gen else prev.text
+        r = render_spans(ctx, conv.with_messages(conv.messages + (reply.with_(sequence=-1),)), False)
+        text, escaped = _reply_span(asm, r, body, gen_text, reply, -1)
     if gen_text and len(text) > len(gen_text) and text.endswith(gen_text):
         # A template that ends every rendering with the generation prompt (add_generation_prompt or
         # not): the model stops before it, so it is not part of the reply.
@@ -230,6 +267,40 @@ def held_reply(asm: Assembler, prev: AssemblyResult, reply: Message, tmpl: Assem
         if shows(reply, text2):
             return text2, escaped2
     return text, escaped
+
+
+def _reply_after(asm: Assembler, ctx: Any, prev: AssemblyResult, reply: Message, end: int, gen_text: str
+                 ) -> tuple[str, list[tuple[int, int]]] | None:
+    """`_reply_span` of the whole render where it starts with the previous body (`end`: the body's
+    length), from the incremental probe's render of the last turn and the reply alone (the text
+    before is the previous prompt's, checked by the probe): the same positions and the same text,
+    at a cost that follows the turn. None where the probe does not apply. The probe refuses escaped
+    text, and the previous prompt has none, so the render has no escaped spans."""
+    if prev.context != ctx.fingerprint:
+        return None
+    conv = prev.conversation
+    found = rendered_after(ctx, prev, conv.with_messages(conv.messages + (reply.with_(sequence=_REPLY_SEQ),)), False,
+                           extends=True)
+    if found is None:
+        return None
+    at0, tail = found
+    if end < at0 or not tail.startswith(text_slice(prev.text_source, at0, end)):
+        return None       # the render does not start with the body: the reply's own span, in the whole render
+    # Positions are the whole render's; the tail holds the render from at0 on.
+    start, stop = end, at0 + len(tail)
+    part = tail[start - at0:]
+    start += len(gen_text) if part.startswith(gen_text) else first_difference(part, gen_text)
+    start = min(start, stop)
+    end_at = stop
+    content = (reply.content or "").strip()[:20]
+    at = tail.find(content, start - at0, stop - at0) if content else -1
+    frm = at + at0 if at >= 0 else start
+    ends = [(i + at0, t) for t in _END_TOKENS if t in asm.tokenizer.specials
+            and 0 <= (i := tail.find(t, frm - at0)) and i + at0 < stop]
+    if ends:
+        i, t = min(ends)
+        end_at = i + len(t)
+    return tail[start - at0:end_at - at0], []
 
 
 def shows(reply: Message, text: str) -> bool:
@@ -280,36 +351,77 @@ def bridge_start(asm: Assembler, prev: AssemblyResult, tmpl: AssemblyResult, rep
     that is their length; otherwise it is found in the reply's own rendering: after its end-of-turn
     token when the generated text ends with one, else after the generated text's last characters
     (32, 16 or 8 of them), else after the reply's last end-of-turn token in the template's text, else
-    where the next message starts."""
-    text = tmpl.text
-    held = len(prev.text) + len(generated)
-    if text.startswith(generated, len(prev.text)) and text.startswith(prev.text):
+    where the next message starts. Only the reply's rendering and what follows are read: `tmpl`
+    extends `prev` (a session), so the text before is compared from where the two may differ."""
+    src = tmpl.text_source
+    n = len(src)
+    p_len = len(prev.text_source)
+    held = p_len + len(generated)
+    if text_slice(src, p_len, held) == generated and _starts_with(tmpl, prev):
         return held
-    segs = [s for s in tmpl.segments if s.seq == reply.sequence and s.kind == "message"]
-    later = [s for s in tmpl.segments if (s.seq is not None and s.seq > reply.sequence)
-             or s.kind == "generation_prompt"]
-    re_ = later[0].char_start if later else len(text)
-    if not segs:
+    first, later = _reply_segments(tmpl, reply.sequence)
+    re_ = later.char_start if later is not None else n
+    if first is None:
         return next_message_start(asm, tmpl, reply.sequence)
-    rs = segs[0].char_start
+    rs = first.char_start
     own = next((t for t in _END_TOKENS if t in asm.tokenizer.specials and generated.endswith(t)), None)
     # Segment starts are snapped back to token boundaries: the reply's rendering may run a few
     # characters past the next segment's start, so each search may end up to its own length later.
     if own is not None:
-        i = _rfind_free(text, own, rs, re_ + len(own), tmpl.escaped)
+        i = _rfind_free(src, own, rs, re_ + len(own), tmpl.escaped)
         if i >= 0:
             return i + len(own)
     # The reply's last characters: the template may write the end of a turn in its history that the
     # reply as the last turn did not have (a closing token after tool calls): the bridge starts with it.
-    for n in (32, 16, 8):
-        tail = generated[-n:]
-        if tail and (i := text.rfind(tail, rs, re_ + len(tail))) >= 0:
+    for k in (32, 16, 8):
+        tail = generated[-k:]
+        if tail and (i := _rfind(src, tail, rs, re_ + len(tail))) >= 0:
             return i + len(tail)
     # The template's own closing of the reply in its history (gpt-oss writes <|end|> where the model
     # generated <|return|>); by its text, as a tokenizer without these special tokens counts it too.
-    best = max(((i, t) for t in _END_TOKENS if (i := _rfind_free(text, t, rs, re_ + len(t), tmpl.escaped)) >= 0),
+    best = max(((i, t) for t in _END_TOKENS if (i := _rfind_free(src, t, rs, re_ + len(t), tmpl.escaped)) >= 0),
                default=None)
     return best[0] + len(best[1]) if best is not None else next_message_start(asm, tmpl, reply.sequence)
+
+
+def _starts_with(tmpl: AssemblyResult, prev: AssemblyResult) -> bool:
+    """Whether `tmpl`'s text starts with `prev`'s, comparing from where the session extended it."""
+    a, b = prev.text_source, tmpl.text_source
+    n = len(a)
+    if len(b) < n:
+        return False
+    same = _shared_text(a, b)
+    return text_slice(a, same, n) == text_slice(b, same, n)
+
+
+def _shared_text(prev: "str | LazyText", new: "str | LazyText") -> int:
+    """shared_prefix (prefix.py) for texts: how much of `new` is `prev`'s by construction."""
+    if new is prev:
+        return len(prev)
+    if not isinstance(new, LazyText):
+        return 0
+    head, node, limit = new.head, prev, len(prev)
+    for _ in range(8):
+        if head is node or (isinstance(node, LazyText) and node._str is not None and head is node._str):
+            return min(new.head_len, limit)
+        if not isinstance(node, LazyText):
+            break
+        limit = min(limit, node.head_len)
+        node = node.head
+    return 0
+
+
+def _reply_segments(tmpl: AssemblyResult, seq: int) -> tuple[Segment | None, Segment | None]:
+    """The reply's first message segment in `tmpl`, and the first segment after the reply (a later
+    message's, or the generation prompt). A session's extension of the previous prompt reuses only
+    segments of earlier messages, before any generation prompt: only its new ones are looked at."""
+    segs = tmpl.segments
+    orig = originals(segs)
+    lo = segs.reused if isinstance(segs, SegmentList) and segs.source == "local" else 0
+    first = next((x for x in orig[lo:] if x.seq == seq and x.kind == "message"), None)
+    later = next((x for x in orig[lo:] if (x.seq is not None and x.seq > seq) or x.kind == "generation_prompt"),
+                 None)
+    return first, later
 
 
 def next_message_start(asm: Assembler, tmpl: AssemblyResult, seq: int) -> int:
@@ -321,54 +433,132 @@ def next_message_start(asm: Assembler, tmpl: AssemblyResult, seq: int) -> int:
                 len(tmpl.text))
 
 
-def _rfind_free(text: str, token: str, lo: int, hi: int, escaped: Sequence[tuple[int, int]]) -> int:
+def _rfind(text: "str | LazyText", token: str, lo: int, hi: int) -> int:
+    """text.rfind(token, lo, hi), reading only text[lo:hi]."""
+    i = text_slice(text, lo, min(hi, len(text))).rfind(token)
+    return i + lo if i >= 0 else -1
+
+
+def _rfind_free(text: "str | LazyText", token: str, lo: int, hi: int, escaped: Sequence[tuple[int, int]]) -> int:
     """The last occurrence of `token` in text[lo:hi] that is the template's (not escaped user text)."""
-    i = text.rfind(token, lo, hi)
-    while i >= 0 and _inside(i, escaped):
-        i = text.rfind(token, lo, i)
-    return i
+    part = text_slice(text, lo, min(hi, len(text)))
+    i = part.rfind(token)
+    while i >= 0 and _inside(i + lo, escaped):
+        i = part.rfind(token, 0, i)
+    return i + lo if i >= 0 else -1
 
 
 def _build(asm: Assembler, prev: ProjectedTurn, reply: Message, gen_text: str, gen_ids: NDArray[np.uint32],
-           tmpl: AssemblyResult, b: int, k: int) -> tuple[AssemblyResult, tuple[str, ...], frozenset[int]]:
-    """The projected result: the previous projection, the reply as generated, the bridge."""
+           tmpl: AssemblyResult, b: int, k: int, tally: "_Tally | None" = None
+           ) -> "tuple[AssemblyResult, tuple[str, ...], frozenset[int], _Tally]":
+    """The projected result: the previous projection, the reply as generated, the bridge. The text
+    and ids extend the previous ones without copying them; the budget's sums are carried in
+    `tally` (made here from the previous prompt's segments when None)."""
     pr = prev.result
-    text0, n0 = pr.text, pr.total_tokens
-    segs: list[Segment] = []
+    len0, n0 = len(pr.text_source), pr.total_tokens
+    segs = list(originals(pr.segments))
+    if tally is None:
+        tally = _Tally.of(segs)
     openings = set(prev.openings)
-    for i, s in enumerate(originals(pr.segments)):
+    # Only the previous turn's own new segments can be a generation prompt (those before it were
+    # turned into the reply's opening already).
+    for i in range(_new_from(prev.origins), len(segs)):
+        s = segs[i]
         if s.kind == "generation_prompt":
             # Sent as the generation prompt; now the opening of the reply the engine holds.
-            s = dataclasses.replace(s, kind="message", role="assistant", seq=reply.sequence, source="fresh")
+            segs[i] = dataclasses.replace(s, kind="message", role="assistant", seq=reply.sequence, source="fresh")
+            tally.drop(s)
+            tally.add(segs[i])
             openings.add(i)
-        segs.append(s)
     origins = [HELD] * len(segs)
-    c1, n1 = len(text0) + len(gen_text), n0 + len(gen_ids)
+    c1, n1 = len0 + len(gen_text), n0 + len(gen_ids)
     if gen_text:
-        segs.append(Segment("message", "assistant", reply.sequence, gen_text, _ro(gen_ids), n0, n1, len(text0), c1))
+        segs.append(Segment("message", "assistant", reply.sequence, gen_text, _ro(gen_ids), n0, n1, len0, c1))
+        tally.add(segs[-1])
         origins.append(REPLY)
-    bridge = tmpl.text[b:]
-    spans = [Span(s.kind, s.role, s.seq, max(s.char_start, b) - b, s.char_end - b)
-             for s in tmpl.segments if s.char_end > b]
+    bridge = text_slice(tmpl.text_source, b, len(tmpl.text_source))
+    tsegs = originals(tmpl.segments)
+    j = len(tsegs)
+    while j and tsegs[j - 1].char_end > b:   # the segments that end after b: a suffix (they tile the text)
+        j -= 1
+    spans = [Span(s.kind, s.role, s.seq, max(s.char_start, b) - b, s.char_end - b) for s in tsegs[j:]]
     escaped = [(max(s, b) - b, e - b) for s, e in tmpl.escaped if e > b]
     bsegs, bids, _ = tokenize_spans(bridge, spans, asm.tokenizer, escaped) if bridge else ([], np.zeros(0, np.uint32),
                                                                                             [])
     for s in bsegs:
         segs.append(dataclasses.replace(s, start=s.start + n1, end=s.end + n1, char_start=s.char_start + c1,
                                         char_end=s.char_end + c1))
+        tally.add(segs[-1])
         origins.append(NEW)
-    ids = _ro(np.concatenate([pr.token_ids, gen_ids, bids]).astype(np.uint32, copy=False))
-    text = text0 + gen_text + bridge
+    ids = LazyIds(pr.ids_source, n0, np.concatenate([gen_ids, bids]).astype(np.uint32, copy=False))
+    text = LazyText(pr.text_source, len0, gen_text + bridge)
     conv = tmpl.conversation
     context = f"{tmpl.context}/projection"
     key = prompt_key(context, conv.tools, tmpl.prefix_chain + (f"turns:{k}",), bool(bsegs and
                                                                                    bsegs[-1].kind ==
                                                                                    "generation_prompt"))
-    budget = measure(asm.window(conv), conv, segs, len(ids))
+    budget = tally.budget(asm.window(conv), conv, len(ids))
     result = dataclasses.replace(tmpl, text_source=text, ids_source=ids, segments=tuple(segs), budget=budget,
                                  cache_key=key, context=context, kept=None,
                                  cache_hits={"local": 0, "redis": 0})
-    return result, tuple(origins), frozenset(openings)
+    return result, tuple(origins), frozenset(openings), tally
+
+
+def _new_from(origins: Sequence[str]) -> int:
+    """Where the run of new segments at the end of a turn's origins starts."""
+    i = len(origins)
+    while i and origins[i - 1] == NEW:
+        i -= 1
+    return i
+
+
+class _Tally:
+    """`budget.measure`'s sums over a projected prompt's segments, kept as segments are added and
+    relabelled, so a turn's budget costs its own segments, not the history's. Per kind its segments
+    and tokens (a kind is listed where its first segment is, as measure lists it), the parts as
+    if no message were the last user message, and the tokens of each message's history segments,
+    which move to "last_user" for the one that is."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, list[int]] = {}
+        self.parts = dict.fromkeys(PARTS, 0)
+        self.by_seq: dict[int, int] = {}
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment]) -> "_Tally":
+        t = cls()
+        for s in segments:
+            t.add(s)
+        return t
+
+    def add(self, s: Segment, sign: int = 1) -> None:
+        n = (s.end - s.start) * sign
+        got = self.kinds.get(s.kind)
+        if got is None:
+            got = self.kinds[s.kind] = [0, 0]
+        got[0] += sign
+        got[1] += n
+        if not got[0]:
+            del self.kinds[s.kind]      # no segment of that kind left: it is listed where the next one comes
+        part = part_of(s, None)
+        self.parts[part] += n
+        if part == "history" and s.seq is not None:
+            self.by_seq[s.seq] = self.by_seq.get(s.seq, 0) + n
+
+    def drop(self, s: Segment) -> None:
+        self.add(s, -1)
+
+    def budget(self, window: Window, conv: Conversation, used: int) -> Budget:
+        """measure(window, conv, segments, used) for the segments counted."""
+        last_user = next((m.sequence for m in reversed(conv.messages) if m.role == "user"), None)
+        parts = dict(self.parts)
+        if last_user is not None:
+            moved = self.by_seq.get(last_user, 0)
+            parts["history"] -= moved
+            parts["last_user"] += moved
+        return Budget(context_window=window.context_window, reserve=window.reserve, input_budget=window.input_budget,
+                      used=used, by_kind={k: v[1] for k, v in self.kinds.items()}, parts=parts,
+                      reserve_source=window.reserve_source, estimated=None, exact_assemblies=1, splices=0)
 
 
 def _ro(a: NDArray[np.uint32]) -> NDArray[np.uint32]:
@@ -377,31 +567,80 @@ def _ro(a: NDArray[np.uint32]) -> NDArray[np.uint32]:
 
 
 # ------------------------------------------------------------------------------------------- departure
-def _departure(result: AssemblyResult, origins: Sequence[str], openings: frozenset[int],
-               tmpl: AssemblyResult) -> Departure | None:
-    q, p = result.token_ids, tmpl.token_ids
-    d = first_difference(q, p)
-    if d >= len(q) and d >= len(p):
+def _departure(result: AssemblyResult, origins: Sequence[str], openings: frozenset[int], tmpl: AssemblyResult,
+               prev: ProjectedTurn | None = None, prev_tmpl: AssemblyResult | None = None, same: int = 0
+               ) -> Departure | None:
+    """Where the projection first differs from the template's rendering. With the previous turn
+    (`prev`, its template rendering `prev_tmpl`, and `same`: the messages the two requests share),
+    the prompts are compared from where either changed: the projection extends the previous one,
+    the template's rendering extends its previous one, and those two agreed up to the previous
+    departure."""
+    q_len, p_len = result.total_tokens, tmpl.total_tokens
+    d = _first_departure(result, tmpl, prev, prev_tmpl)
+    if d >= q_len and d >= p_len:
         return None
     qi = _segment_at(result.segments, d)
     ps = tmpl.segments[_segment_at(tmpl.segments, d)] if tmpl.segments else None
     qs = result.segments[qi] if result.segments else None
     seq = ps.seq if ps is not None else None
     role = ps.role if ps is not None else None
-    return Departure(d, seq, role, _note(result.conversation, qs, ps, qi in openings, origins[qi] if qs else NEW))
+    earlier = prev_tmpl.conversation.messages if prev_tmpl is not None else None
+    return Departure(d, seq, role, _note(result.conversation, qs, ps, qi in openings, origins[qi] if qs else NEW,
+                                         earlier, same))
+
+
+def _first_departure(result: AssemblyResult, tmpl: AssemblyResult, prev: ProjectedTurn | None,
+                     prev_tmpl: AssemblyResult | None) -> int:
+    """first_difference of the two prompts' ids."""
+    q, p = result.ids_source, tmpl.ids_source
+    if prev is None or prev_tmpl is None or prev.template is not prev_tmpl:
+        return first_difference(ids_array(q), ids_array(p))
+    q_prev = prev.result.total_tokens
+    agree = shared_prefix(prev_tmpl.ids_source, p)     # the template's ids repeat its previous ones this far
+    d_prev = prev.departure.token if prev.departure is not None else None
+    if d_prev is not None and d_prev < agree and d_prev < q_prev:
+        return d_prev    # both sides still hold the tokens where they first differed
+    # The projection repeats its previous prompt, and the template its previous one up to `agree`:
+    # they agree up to the previous departure (everywhere, when there was none).
+    lim = min(agree, q_prev, d_prev if d_prev is not None else q_prev)
+    return lim + first_difference(ids_slice(q, lim, len(q)), ids_slice(p, lim, len(p)))
 
 
 def _segment_at(segments: Sequence[Segment], d: int) -> int:
+    """The index of the segment holding token d, else the last one's (0 without segments)."""
+    if not segments:
+        return 0
+    orig = segments.orig if isinstance(segments, SegmentList) else segments
+    i = bisect.bisect_right(orig, d, key=_start) - 1    # segments tile the ids in order
+    if i >= 0 and orig[i].start <= d < orig[i].end:
+        return i
     for i, s in enumerate(segments):
         if s.start <= d < s.end:
             return i
     return max(len(segments) - 1, 0)
 
 
-def _note(conv: Conversation, qs: Segment | None, ps: Segment | None, opening: bool, origin: str) -> str:
-    """What the model sees in the projection that its template's rendering does not show, in words."""
-    msgs = {m.sequence: m for m in conv.messages}
-    m = msgs.get(qs.seq) if qs is not None and qs.seq is not None else None
+def _start(s: Segment) -> int:
+    return s.start
+
+
+def _message(conv: Conversation, seq: int | None) -> Message | None:
+    """The message with sequence number `seq` (the last one, as a dict by sequence keeps it):
+    usually at that index, else looked for."""
+    if seq is None:
+        return None
+    msgs = conv.messages
+    if 0 <= seq < len(msgs) and msgs[seq].sequence == seq and (seq + 1 == len(msgs) or msgs[seq + 1].sequence != seq):
+        return msgs[seq]
+    return {m.sequence: m for m in msgs}.get(seq)
+
+
+def _note(conv: Conversation, qs: Segment | None, ps: Segment | None, opening: bool, origin: str,
+          earlier: tuple[Message, ...] | None = None, same: int = 0) -> str:
+    """What the model sees in the projection that its template's rendering does not show, in words.
+    `earlier`, `same`: the previous request's messages and how many this one repeats (where its
+    system messages are is then known from the previous one's)."""
+    m = _message(conv, qs.seq) if qs is not None else None
     if opening:
         return ("the model sees the generation prompt it was given for an earlier reply (e.g. a prefilled "
                 "<think>), where its template renders that turn's opening differently in training format")
@@ -414,8 +653,10 @@ def _note(conv: Conversation, qs: Segment | None, ps: Segment | None, opening: b
             return (f"the model sees the reasoning block of an earlier reply kept (seq {m.sequence}, empty here), "
                     "which its template strips in training format")
     if qs is not None and ps is not None:
-        system = next(((x.content or "").strip()[:40] for x in conv.messages if x.role == "system"
-                       and (x.content or "").strip()), None)
+        msgs = conv.messages
+        system = next(((msgs[i].content or "").strip()[:40]
+                       for i in system_indices(msgs, earlier, same if earlier is not None else 0)
+                       if (msgs[i].content or "").strip()), None)
         if system and qs.role != "system" and (system in qs.text) != (system in ps.text):
             return ("the model sees the system prompt where the earlier requests put it; its template moves it "
                     "next to the latest user message")
@@ -444,4 +685,4 @@ def _tool_name(schema: str) -> str:
 
 
 __all__ = ["HELD", "NEW", "REPLY", "Departure", "ProjectedTurn", "Projection", "bridge_start", "held_reply",
-           "project"]
+           "iter_project", "project"]

@@ -37,6 +37,7 @@ from ..difference import first_difference
 from ..engine.kv import BlockHash, block_hashes
 from ..engine.radix import RadixKVCache
 from ..errors import ProviderParamsError, SimulationError
+from ..segments import originals
 from . import cache_reasons as R
 from .cache_reasons import Why
 from .provider_params import (
@@ -72,6 +73,13 @@ def _as_tokens(value: Any) -> np.ndarray:
 
 def _offsets(value: Any, n: int, field: str) -> tuple[int, ...]:
     out = tuple(value)
+    types = set(map(type, out))
+    if out and all(t is not bool and issubclass(t, (int, np.integer)) for t in types):
+        # Integers (a prompt's segment ends: thousands of them, every turn): checked at once; the
+        # loop below names the first bad one.
+        a = np.asarray(out)
+        if a.ndim == 1 and a.dtype.kind in "iu" and a[0] > 0 and a[-1] <= n and bool((np.diff(a) > 0).all()):
+            return tuple(a.tolist())
     for i, v in enumerate(out):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < v <= n:
             raise SimulationError(f"[{i}] = {v!r} is not a token offset in 1..{n}", field=field,
@@ -148,7 +156,8 @@ class TurnPrompt:
         """From an AssemblyResult: its token ids (an image's as its content id: another image of the
         same size must not be a hit, as vLLM's block hashes and SGLang's image pads see to), and its
         segment ends as the block boundaries."""
-        ends = sorted({int(s.end) for s in result.segments if s.end > 0})
+        # The segment objects themselves (a SegmentList would copy each reused one to read it).
+        ends = sorted({int(s.end) for s in originals(result.segments) if s.end > 0})
         ids = result.content_ids() if hasattr(result, "content_ids") else result.token_ids
         return cls(ids, tuple(breakpoints), time_s, output_tokens, tuple(ends), reply_ids,
                    breakpoint_mode=breakpoint_mode)

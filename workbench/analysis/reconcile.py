@@ -47,6 +47,7 @@ import numpy as np
 
 from ..difference import first_difference
 from ..errors import WorkbenchError
+from ..segments import originals
 from .logs import BadLine
 from .provider_params import AnthropicParams, OpenAIParams, ProviderParams, SGLangParams, VLLMParams
 from .providers import DEFAULT_GAP_S, Simulator, TurnPrompt, make_simulator
@@ -453,10 +454,14 @@ class Reconciler:
     the others read); without it (one conversation alone: `analyze SESSION`), they are simulated
     here, which for a lone conversation is the same thing."""
 
-    def __init__(self, conversation_id: str, default_provider: str | None = None, shared_engines: bool = False):
+    def __init__(self, conversation_id: str, default_provider: str | None = None, shared_engines: bool = False,
+                 keep_results: bool = True):
         self.cid = conversation_id
         self.default_provider = default_provider
         self.shared_engines = shared_engines
+        # False: the caller knows no call reports usage or goes to an engine, so `finish` reads no
+        # prompt and none is kept (a long session's every prompt, held to its end, is a lot).
+        self.keep_results = keep_results
         self._calls: list[_Call] = []
         self._bad: list[BadLine] = []
         self._usage = 0
@@ -466,7 +471,7 @@ class Reconciler:
             response: Any, result: Any, cause: str | None, previous_reply: np.ndarray | None) -> None:
         """One analysed call: its assembled prompt (`result`), the cause code the prefix analysis
         gave it (None: none), and the reply to the previous call as the model generated it."""
-        got = parse_reported(response, len(result.token_ids))
+        got = parse_reported(response, result.total_tokens)   # the count: the ids are not joined for it
         if isinstance(got, str):
             self._bad.append(BadLine(file, line, got))
         if timestamp is not None:
@@ -481,7 +486,8 @@ class Reconciler:
         if self._calls and previous_reply is not None:
             self._calls[-1].reply = previous_reply
         ids = reply_token_ids(response)
-        self._calls.append(_Call(file, line, timestamp, when, provider or self.default_provider, result, None,
+        self._calls.append(_Call(file, line, timestamp, when, provider or self.default_provider,
+                                 result if self.keep_results else None, None,
                                  cause, reported, len(self._calls) + 1,
                                  None if ids is None else np.asarray(ids, dtype=np.uint32)))
 
@@ -490,6 +496,8 @@ class Reconciler:
         shared = self.shared_engines and any(c.provider is not None and is_engine(c.provider) for c in calls)
         if not self._usage and not shared:
             return SessionReconciliation(len(calls), (), tuple(bad))
+        if not self.keep_results:
+            raise AssertionError("a reconciliation that reads the prompts was told none would be needed")
         from .turn_prompts import breakpoints_of
         tracks: dict[str, _Track | None] = {}
         checks: list[CallCheck] = []
@@ -528,7 +536,7 @@ class Reconciler:
                 continue
             try:
                 turn = TurnPrompt(res.content_ids(), breakpoints_of(res, "explicit"), t,
-                                  block_ends=tuple(sorted({int(s.end) for s in res.segments if s.end > 0})),
+                                  block_ends=tuple(sorted({int(s.end) for s in originals(res.segments) if s.end > 0})),
                                   reply_ids=c.generated, hold_last=c.hold_last)
                 cached, written, got = step(tr, turn, c.reported, c.cause)
             except WorkbenchError as exc:

@@ -44,27 +44,50 @@ def _guess(requests: Sequence[Any]) -> str:
 
 def reconcile_turns(raw: Any, turns: Sequence[Any], asm: Any, provider: str | None) -> SessionCheck:
     """`turns`: `analyze`'s TurnAnalysis list for the session `raw` (the file's JSON object)."""
-    requests = raw.get("requests") if isinstance(raw, dict) else None
-    if not isinstance(requests, list) or not any(isinstance(r, dict) and "response" in r for r in requests):
-        return SessionCheck(tuple(None for _ in turns), ())
-    session_provider = raw.get("provider") if isinstance(raw.get("provider"), str) else None
-    rec = Reconciler("session", provider or session_provider or _guess(requests))
-    name = str(raw.get("title") or "session")
-    prev_len = 0
-    for k, (t, req) in enumerate(zip(turns, requests), start=1):
+    rec = TurnReconciler(raw, provider)
+    for t in turns:
+        rec.add(t)
+    return rec.finish(len(turns))
+
+
+class TurnReconciler:
+    """`reconcile_turns`, fed one TurnAnalysis at a time as the analysis makes them (so the caller
+    need not keep every turn's result): `add` each, then `finish(number of turns)`. Nothing is held
+    for a session whose requests carry no response."""
+
+    def __init__(self, raw: Any, provider: str | None):
+        requests = raw.get("requests") if isinstance(raw, dict) else None
+        self.active = isinstance(requests, list) and any(isinstance(r, dict) and "response" in r for r in requests)
+        self._requests: list[Any] = requests if self.active and isinstance(requests, list) else []
+        self._rec: Reconciler | None = None
+        self._name = ""
+        if self.active:
+            session_provider = raw.get("provider") if isinstance(raw.get("provider"), str) else None
+            self._rec = Reconciler("session", provider or session_provider or _guess(self._requests))
+            self._name = str(raw.get("title") or "session")
+
+    def add(self, t: Any) -> None:
+        k = t.turn
+        if self._rec is None or k > len(self._requests):
+            return
+        req = self._requests[k - 1]
         req = req if isinstance(req, dict) else {}
         ts = req.get("timestamp") if isinstance(req.get("timestamp"), str) else None
-        reply = t.held[prev_len:] if t.held is not None and len(t.held) > prev_len else None
-        rec.add(name, k, timestamp=ts, when=parse_timestamp(ts), provider=None, response=req.get("response"),
-                result=t.result, cause=t.causes[0].code if t.causes else None, previous_reply=reply)
-        prev_len = len(t.result.token_ids)
-    done = rec.finish()
-    by_turn = {c.turn: c for c in done.checks}
-    rows: list[dict[str, Any] | None] = []
-    for k in range(1, len(turns) + 1):
-        c = by_turn.get(k)
-        rows.append(None if c is None else {
-            "provider": c.provider, "class": c.cls, "cause": c.cause,
-            "predicted": {"cached": c.predicted_cached, "written": c.predicted_written},
-            "reported": c.reported.to_json(), "tokens": c.tokens})
-    return SessionCheck(tuple(rows), done.diagnostics)
+        # The reply the engine holds past the previous prompt (`held` beyond that prompt's ids).
+        self._rec.add(self._name, k, timestamp=ts, when=parse_timestamp(ts), provider=None,
+                      response=req.get("response"), result=t.result, cause=t.causes[0].code if t.causes else None,
+                      previous_reply=t.reply_ids)
+
+    def finish(self, count: int) -> SessionCheck:
+        if self._rec is None:
+            return SessionCheck(tuple(None for _ in range(count)), ())
+        done = self._rec.finish()
+        by_turn = {c.turn: c for c in done.checks}
+        rows: list[dict[str, Any] | None] = []
+        for k in range(1, count + 1):
+            c = by_turn.get(k)
+            rows.append(None if c is None else {
+                "provider": c.provider, "class": c.cls, "cause": c.cause,
+                "predicted": {"cached": c.predicted_cached, "written": c.predicted_written},
+                "reported": c.reported.to_json(), "tokens": c.tokens})
+        return SessionCheck(tuple(rows), done.diagnostics)

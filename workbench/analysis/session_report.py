@@ -15,6 +15,7 @@ the engine (another model) holds nothing of this prompt: all it held is lost.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Sequence
@@ -26,16 +27,15 @@ import numpy as np
 from ..assembly import Assembler
 from ..assembly.assembly_metrics import AssemblyMetrics
 from ..assembly.result import AssemblyResult
-from ..conversation import Conversation
+from ..conversation import Conversation, Message
 from ..difference import first_difference
 from ..errors import WorkbenchError
 from ..intake.chain import ResponseChain
 from ..templates import DEFAULT_TEMPLATE, SHIPPED, RenderLimits
 from .fixes import fix_for_cause
 from .logs import BadLine, LoggedRequest, parse_line
-from .prefix import _VOLATILE, Cause, _causes, _compare, _reply
-from .reconcile import Reconciler, SessionReconciliation
-from .turn_prompts import generated_pair
+from .prefix import _VOLATILE, Cause, _causes, _compare, _reply, generated_pair, has_media
+from .reconcile import Reconciler, SessionReconciliation, is_engine
 
 PREVIEW_CHARS = 80
 VOLATILE_MARK = "<volatile>"
@@ -119,19 +119,49 @@ class _Prev:
     asm: Assembler
     result: AssemblyResult
     full: Conversation
+    media: bool = False       # whether `result` holds an image (prefix.has_media)
+
+
+class _SystemTexts:
+    """The system prompt of each turn's conversation (`system_text`), found from the previous turn's:
+    the system messages before the first message that changed are the same, so only those after it
+    are looked for (a long conversation is not read whole on every turn)."""
+
+    def __init__(self) -> None:
+        self._msgs: tuple[Message, ...] = ()
+        self._found: list[tuple[int, str]] = []    # (index, content) of each system message
+
+    def of(self, conv: Conversation) -> str:
+        msgs = conv.messages
+        same = first_difference(self._msgs, msgs)
+        found = self._found[:bisect.bisect_left(self._found, (same, ""))]
+        found += [(i, m.content or "") for i, m in enumerate(msgs[same:], start=same) if m.role == "system"]
+        self._msgs, self._found = msgs, found
+        return "\n".join(text for _, text in found)
 
 
 def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assemblers: Assemblers) -> SessionReport:
     """`lines`: (file name, line number, raw bytes) in turn order. A line that is not a request, or
     whose request cannot be assembled, is reported and skipped: the next turn is compared with the
     last one that was."""
+    report = _analyze_session(cid, lines, assemblers, _may_reconcile(lines, assemblers.options.provider))
+    # A line naming a provider or carrying a response in a form the byte test missed (a key written
+    # with escapes): analysed again, keeping the prompts (the figures are the same either way).
+    return report if report is not None else _analyze_session(cid, lines, assemblers, True)  # type: ignore[return-value]
+
+
+def _analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assemblers: Assemblers,
+                     keep: bool) -> SessionReport | None:
+    """`analyze_session`; `keep`: whether the reconciliation keeps every turn's prompt (None when it
+    must and `keep` is False)."""
     rows: list[TurnRow] = []
     bad: list[BadLine] = []
     prev: _Prev | None = None
     session = None
     systems: dict[str, tuple[str, str]] = {}   # this session's system prompts: masked once each
+    texts = _SystemTexts()
     chain = ResponseChain()                    # Responses requests that continue a logged response
-    rec = Reconciler(cid, assemblers.options.provider, shared_engines=True)
+    rec = Reconciler(cid, assemblers.options.provider, shared_engines=True, keep_results=keep)
     for name, line, raw in lines:
         item = parse_line(raw, cid, name, line)
         if isinstance(item, BadLine):
@@ -142,6 +172,8 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
             bad.append(BadLine(name, line, f"template: {item.template[:60]!r} is not a shipped template name "
                                            f"({', '.join(sorted(SHIPPED))})"))
             continue
+        if not keep and (item.response is not None or item.provider is not None):
+            return None
         template = item.template or assemblers.options.default_template
         try:
             asm = assemblers.get(template)
@@ -151,16 +183,30 @@ def analyze_session(cid: str, lines: Sequence[tuple[str, int, bytes]], assembler
             request = chain.resolve(item.request)
             chain.record(request, item.response)
             res = session.assemble(request)
-            full = res.conversation if not res.dropped else asm.prepare(request)[0]
+            full = session.prepared
+            if full is None:    # prompt templates expanded in it: the assembler prepared it
+                full = res.conversation if not res.dropped else asm.prepare(request)[0]
         except WorkbenchError as exc:
             bad.append(BadLine(name, line, f"request: {exc.message}"))
             continue
-        row, reply = _row(len(rows) + 1, prev, asm, res, full, template, item, systems)
+        media = has_media(res, prev.result if prev is not None and prev.asm is asm else None,
+                          prev.media if prev is not None else True)
+        row, reply = _row(len(rows) + 1, prev, asm, res, full, template, item, systems, texts, media)
         rows.append(row)
         rec.add(name, line, timestamp=item.timestamp, when=item.when, provider=item.provider, response=item.response,
                 result=res, cause=row.code, previous_reply=reply)
-        prev = _Prev(asm, res, full)
+        prev = _Prev(asm, res, full, media)
     return SessionReport(cid, tuple(rows), tuple(bad), rec.finish())
+
+
+def _may_reconcile(lines: Sequence[tuple[str, int, bytes]], provider: str | None) -> bool:
+    """Whether the reconciliation may read the session's prompts at its end: some line carries a
+    response or names a provider (read as bytes, before any line is parsed), or the default provider
+    is an engine's. Otherwise it reads none, and they are not kept (every turn's prompt of a long
+    session, held to its end, would cost memory quadratic in its length)."""
+    if provider is not None and is_engine(provider):
+        return True
+    return any(b'"response"' in raw or b'"provider"' in raw for _, _, raw in lines)
 
 
 def _reset(asm: Assembler) -> None:
@@ -171,10 +217,11 @@ def _reset(asm: Assembler) -> None:
 
 
 def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: Conversation, template: str,
-         item: LoggedRequest, systems: dict[str, tuple[str, str]]) -> tuple[TurnRow, np.ndarray | None]:
+         item: LoggedRequest, systems: dict[str, tuple[str, str]], texts: _SystemTexts,
+         media: bool) -> tuple[TurnRow, np.ndarray | None]:
     """The turn's row, and the reply to the previous turn as the model generated it (what the
     engine holds beyond that turn's prompt; None where unknown)."""
-    text = system_text(full)
+    text = texts.of(full)
     key = systems.get(text)
     if key is None:
         key = systems[text] = system_key(text)
@@ -184,11 +231,9 @@ def _row(k: int, prev: _Prev | None, asm: Assembler, res: AssemblyResult, full: 
                        item.client), None
     reply = None
     if prev.asm is asm:
-        t = _compare(asm, k, prev.result, prev.full, res, full, generate=generated_pair)
+        t = _compare(asm, k, prev.result, prev.full, res, full, generate=generated_pair, media=(prev.media, media))
         held, reused, causes = t.held_tokens, t.reused_tokens, list(t.causes)
-        n = len(prev.result.token_ids)
-        if t.held is not None and len(t.held) > n:
-            reply = t.held[n:]
+        reply = t.reply_ids          # what the engine holds past the previous prompt (None: nothing)
     else:
         held, reused, causes = _across(prev, asm, res, full)
     first = causes[0] if causes else None

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..assembly.incremental import rendered_after
-from ..assembly.result import text_slice
-from .prefix import _generated, _generated_in  # the analysis's own account of what the engine holds
+from ..segments import originals
+
+# The analysis's own account of what the engine holds (the probe lives in prefix.py; its
+# reference tests read it here too).
+from .prefix import _generated_fast, generated_pair  # noqa: F401
 from .providers import TurnPrompt
 
 if TYPE_CHECKING:
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
 def breakpoints_of(result: "AssemblyResult", mode: str) -> tuple[int, ...]:
     """Token offsets where a cache_control prefix ends: the session's own marks ("explicit"), or
     after the tools/system block and at the end of the request ("auto")."""
-    segs = list(result.segments)
+    # The segment objects themselves: a reused segment read through the result's SegmentList is
+    # copied to say where it came from, which is not read here (a copy of every segment, every turn).
+    segs = originals(result.segments)
     if mode == "auto":
         # After the system/tools block, and after the last message (not the generation prompt, which
         # the next request renders as the reply's opening): the next request's prefix ends there.
@@ -47,7 +51,7 @@ def reply_tokens(result: "AssemblyResult", following: "AssemblyResult | None") -
     msgs = following.conversation.messages
     if len(msgs) > n and msgs[n].role == "assistant":
         seq = msgs[n].sequence
-        return sum(s.token_count for s in following.segments if s.seq == seq)
+        return sum(s.end - s.start for s in originals(following.segments) if s.seq == seq)
     return 0
 
 
@@ -81,51 +85,20 @@ def generated_text(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -
     return generated_pair(asm, prev, reply)[0]
 
 
-def generated_pair(asm: "Assembler", prev: "AssemblyResult", reply: "Message | None") -> tuple[str, bool]:
-    """`_generated`'s contract (the text, and whether the generation prompt differs from how the
-    template renders the reply), through the incremental probe where it applies."""
-    if reply is None:
-        return "", False
-    fast = _generated_fast(asm, prev, reply)
-    return fast if fast is not None else _generated(asm, prev, reply)
-
-
-def _generated_fast(asm: "Assembler", prev: "AssemblyResult", reply: "Message") -> tuple[str, bool] | None:
-    """`_generated`'s text from the probe's render of the last turn and the reply; None where the
-    probe does not apply (a short conversation, escaped text, another build context)."""
-    ctx = asm.context_at()
-    if prev.context != ctx.fingerprint:
-        return None   # assembled under other settings (or another day's date): its text is not this render's
-    conv = prev.conversation
-    # A sequence number of its own (the slow path's -1 is a summary slot's): the probe finds messages by it.
-    seq = max((m.sequence for m in conv.messages), default=0) + 1
-    found = rendered_after(ctx, prev, conv.with_messages(conv.messages + (reply.with_(sequence=seq),)), False)
-    if found is None:
-        return None
-    start, tail = found
-    segs = prev.segments
-    gen = segs[-1] if segs and segs[-1].kind == "generation_prompt" else None
-    end = gen.char_start if gen is not None else len(prev.text_source)
-    if end < start:
-        return None
-    # The render's head is the previous prompt's up to `start` (the probe checked its anchors), so
-    # the render starts with the previous body exactly when the tail starts with the body's rest.
-    body = text_slice(prev.text_source, start, end)
-    if not tail.startswith(body):
-        return "", False   # the reply changes what came before it: the next prompt shows the rewrite
-    return _generated_in(asm, tail[len(body):], gen.text if gen is not None else "")
-
-
 def turn_prompts(results: Sequence["AssemblyResult"], breakpoints: str = "explicit",
                  asm: "Assembler | None" = None) -> list[TurnPrompt]:
     """One TurnPrompt per assembled turn, in order. With `asm` (the assembler that built them),
     each carries the reply that followed it as generated, which vLLM and SGLang hold."""
-    out = []
+    return [turn_prompt(r, results[k + 1] if k + 1 < len(results) else None, breakpoints, asm)
+            for k, r in enumerate(results)]
+
+
+def turn_prompt(result: "AssemblyResult", following: "AssemblyResult | None", breakpoints: str = "explicit",
+                asm: "Assembler | None" = None) -> TurnPrompt:
+    """`turn_prompts`' prompt for one turn, given the next turn's result (None for the last): what
+    a caller feeding the simulators turn by turn builds once the next turn is assembled."""
     mode = "auto" if breakpoints == "auto" else "explicit"     # as breakpoints_of reads it
-    for k, r in enumerate(results):
-        nxt = results[k + 1] if k + 1 < len(results) else None
-        out.append(TurnPrompt.from_assembly(r, breakpoints=breakpoints_of(r, breakpoints),
-                                            output_tokens=reply_tokens(r, nxt),
-                                            reply_ids=reply_ids(asm, r, nxt) if asm is not None else None,
-                                            breakpoint_mode=mode))
-    return out
+    return TurnPrompt.from_assembly(result, breakpoints=breakpoints_of(result, breakpoints),
+                                    output_tokens=reply_tokens(result, following),
+                                    reply_ids=reply_ids(asm, result, following) if asm is not None else None,
+                                    breakpoint_mode=mode)

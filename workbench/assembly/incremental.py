@@ -21,6 +21,8 @@ incremental ids to a cold assembly for every shipped template.
 
 from __future__ import annotations
 
+import bisect
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,27 +126,65 @@ def _special_start(ctx: BuildContext, text: str, pos: int) -> bool:
     return pat is not None and pat.match(text, pos) is not None
 
 
-def _anchors(msgs: Sequence[Message], c: int) -> tuple[int, int, int, int] | None:
+def _anchors(msgs: Sequence[Message], c: int, systems: Sequence[int] | None = None
+             ) -> tuple[int, int, int, int] | None:
     """(first non-system message, the two user messages before the changed turn, the user message
-    opening it), or None when the change is too close to the start or a system message intervenes."""
+    opening it), or None when the change is too close to the start or a system message intervenes.
+    `systems`: the indices of msgs' system messages, when known (`system_indices`)."""
     first_ns = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
     r = _user_before(msgs, min(c, len(msgs) - 1) + 1, first_ns)
     a = _user_before(msgs, r, first_ns) if r is not None else None
     a2 = _user_before(msgs, a, first_ns) if a is not None else None
-    if r is None or a is None or a2 is None or "system" in map(_ROLE, msgs[first_ns:r]):
+    if r is None or a is None or a2 is None:
+        return None
+    if systems is None:
+        if "system" in map(_ROLE, msgs[first_ns:r]):
+            return None
+    elif bisect.bisect_left(systems, first_ns) < bisect.bisect_left(systems, r):
         return None
     return first_ns, a2, a, r
 
 
-def rendered_after(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool
-                   ) -> tuple[int, str] | None:
+# The system messages' indices of the last few conversations extended (by the identity of their
+# messages tuple, which an entry holds), so that each turn finds them from the previous turn's
+# and its own new messages instead of looking at every message of the history again.
+_SYSTEMS: dict[int, tuple[tuple[Message, ...], tuple[int, ...]]] = {}
+_SYSTEMS_KEPT = 8
+_SYSTEMS_LOCK = threading.Lock()
+
+
+def system_indices(msgs: tuple[Message, ...], earlier: tuple[Message, ...] | None = None, same: int = 0
+                   ) -> tuple[int, ...]:
+    """Indices of the system messages in `msgs`; `earlier`: a conversation whose first `same`
+    messages are msgs' (the previous prompt's), whose indices are reused where they are known."""
+    with _SYSTEMS_LOCK:
+        got = _SYSTEMS.get(id(msgs))
+        if got is not None and got[0] is msgs:
+            return got[1]
+        old = _SYSTEMS.get(id(earlier)) if earlier is not None else None
+    if old is not None and old[0] is earlier:
+        head = old[1][:bisect.bisect_left(old[1], same)]
+        out = head + tuple(i for i in range(same, len(msgs)) if msgs[i].role == "system")
+    else:
+        out = tuple(i for i, m in enumerate(msgs) if m.role == "system")
+    with _SYSTEMS_LOCK:
+        if len(_SYSTEMS) >= _SYSTEMS_KEPT:
+            del _SYSTEMS[next(iter(_SYSTEMS))]    # the oldest entry (dicts keep insertion order)
+        _SYSTEMS[id(msgs)] = (msgs, out)
+    return out
+
+
+def rendered_after(ctx: BuildContext, prev: Prior, conv: Conversation, add_generation_prompt: bool, *,
+                   extends: bool = False) -> tuple[int, str] | None:
     """The render of `conv`, which repeats every message of `prev` and adds some, from the user
     message that opens its last turn: (where that message starts in `prev`'s text, the text from
     there), found as the probe finds it; None where the probe is not trusted (render it whole).
-    Text only, no tokens: what prefix analysis reads of the reply the model generated."""
+    Text only, no tokens: what prefix analysis reads of the reply the model generated. `extends`:
+    the caller made `conv`'s messages as `prev`'s and more (they are not compared again: a long
+    conversation's every message, on every turn)."""
     pc = prev.conversation
     if prev.escaped or pc.tools != conv.tools or not prev.segments or len(pc.messages) < 2 \
-            or conv.messages[:len(pc.messages)] != pc.messages:
+            or (not extends and conv.messages[:len(pc.messages)] != pc.messages):
         return None
     # A segment start moved back to a token boundary is no longer where the render put it: a cut
     # there must start at a special token (never moved) to be the render's.
@@ -171,7 +211,7 @@ def _probe_tail(ctx: BuildContext, prev: Prior, ask: _Ask, moved: frozenset[int]
     message start will do that did not move."""
     conv = ask.conv
     msgs = conv.messages
-    found = _anchors(msgs, ask.first_change)
+    found = _anchors(msgs, ask.first_change, system_indices(msgs, prev.conversation.messages, ask.first_change))
     if found is None:
         return None
     first_ns, a2, a, r = found

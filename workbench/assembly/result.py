@@ -26,20 +26,27 @@ class LazyText:
     would cost more than everything else it does. The chain of heads is walked iteratively.
     """
 
-    __slots__ = ("head", "head_len", "tail", "_str")
+    __slots__ = ("head", "head_len", "tail", "_str", "root", "root_len")
     head: "str | LazyText"
     head_len: int
     tail: str
+    root: str
+    root_len: int
 
     def __init__(self, head: "str | LazyText", head_len: int, tail: str):
         self.head, self.head_len, self.tail = _nearest(head, head_len, LazyText, "_str"), head_len, tail
         self._str: str | None = None
+        # The text at the end of the chain and how much of it this one repeats: a slice of the
+        # start (the system block, read every turn) is taken there, not by walking every link back.
+        self.root, self.root_len = _root(self.head, head_len)
 
     def __len__(self) -> int:
         return self.head_len + len(self.tail)
 
     def slice(self, a: int, b: int) -> str:
         """text[a:b] without joining the whole text."""
+        if b <= self.root_len:
+            return self.root[a:b]
         node: str | LazyText = self
         while isinstance(node, LazyText) and node._str is None and b <= node.head_len:
             node = node.head
@@ -72,14 +79,17 @@ class LazyIds:
     prefix. The joined array is read-only and cached.
     """
 
-    __slots__ = ("head", "head_len", "tail", "_arr")
+    __slots__ = ("head", "head_len", "tail", "_arr", "root", "root_len")
     head: "NDArray[np.uint32] | LazyIds"
     head_len: int
     tail: NDArray[np.uint32]
+    root: NDArray[np.uint32]
+    root_len: int
 
     def __init__(self, head: "NDArray[np.uint32] | LazyIds", head_len: int, tail: NDArray[np.uint32]):
         self.head, self.head_len, self.tail = _nearest(head, head_len, LazyIds, "_arr"), head_len, tail
         self._arr: NDArray[np.uint32] | None = None
+        self.root, self.root_len = _root(self.head, head_len)   # as LazyText's
 
     def __len__(self) -> int:
         return self.head_len + len(self.tail)
@@ -113,6 +123,14 @@ def _nearest(head: Any, head_len: int, lazy: "type[LazyText] | type[LazyIds]", j
             break
         head = head.head
     return head
+
+
+def _root(head: Any, head_len: int) -> tuple[Any, int]:
+    """The joined text or array at the end of a chain starting at `head`, and how many of its first
+    items a link made with `head_len` of `head` repeats."""
+    if isinstance(head, (LazyText, LazyIds)):
+        return head.root, min(head.root_len, head_len)
+    return head, head_len
 
 
 def ids_array(ids: "NDArray[np.uint32] | LazyIds") -> NDArray[np.uint32]:

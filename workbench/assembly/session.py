@@ -56,6 +56,12 @@ class Session:
         self.count = 0  # requests assembled so far
         self._intake: IntakeState | None = None
         self._clean: CleanState | None = None
+        # The last request's conversation as the chat template saw it, before truncation (what
+        # `Assembler.prepare(request)[0]` returns): None when prompt templates expanded in it (the
+        # assembler did that), then `prepare` says. The analysis reads it instead of preparing each
+        # request again from its first message.
+        self.prepared: Conversation | None = None
+        self._templated: bool | None = None   # whether the last request had prompt-template messages
 
     def __len__(self) -> int:
         return self.count
@@ -76,18 +82,26 @@ class Session:
         t = time.perf_counter()
         conv, diags, state = normalize_next(request, self._intake, asm.config.intake)
         t1 = time.perf_counter()
-        if any(map(_TEMPLATE_FLAG, conv.messages)):
+        # Messages the intake kept from the previous request were looked at then: only the new ones
+        # are (a long conversation would otherwise be read whole on every turn).
+        k = state.reused if state is not None and self._templated is False else 0
+        templated = any(map(_TEMPLATE_FLAG, conv.messages[k:] if k else conv.messages))
+        if templated:
             # Prompt templates expand before cleaning, and their values change per request.
             r = asm.assemble(request, previous=self.last, normalized=(conv, diags), **kw)
             self._clean = None
+            prepared = None
         else:
             k = state.reused if state is not None else 0
             cleaned, cdiags, self._clean = clean_next(conv, asm.config.cleaning, self._clean, k)
             t2 = time.perf_counter()
             r = asm.assemble(request, previous=self.last, cleaned=(cleaned, diags + cdiags), **kw)
             r.timings_ms["clean"] = (t2 - t1) * 1e3
+            prepared = cleaned
         r.timings_ms["normalize"] = (t1 - t) * 1e3
         self._intake = state
+        self._templated = templated
+        self.prepared = prepared
         # Recorded only on success: a request that raised is not part of the conversation.
         self.requests.append(request)
         self.results.append(r)

@@ -8,7 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..analysis import analyze
+from ..analysis.prefix import iter_analysis
+from ..analysis.reconcile_session import TurnReconciler
 from ..errors import WorkbenchError
 from ..sessions import load_session
 from .options import announce, build_assembler, catalog_entry, common_options, model_json, projection_option
@@ -65,39 +66,49 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     announce(asm, entry)
     if args.fix is not None:
         return _with_fixes(args, session, asm, prepare)
-    turns = analyze(asm, session.turns.map(prepare))   # each turn built when analyzed: linear memory
-    from ..analysis.reconcile_session import reconcile_turns
-    rec = reconcile_turns(session.raw, turns, asm, getattr(args, "provider", None))
+    # Each turn extends the previous one and is let go once its figures are taken: time and memory
+    # follow the session's size (prefix.iter_analysis).
+    rec = TurnReconciler(session.raw, getattr(args, "provider", None))
+    rows: list[dict[str, Any]] = []
+    shown: list[tuple[int, int, int, int | None, str | None, int | None, tuple[Any, ...]]] = []
+    for t in iter_analysis(asm, session.turns.map(prepare)):
+        rec.add(t)
+        if args.json:
+            rows.append(t.to_json())
+        else:
+            shown.append((t.turn, t.tokens, t.reused_tokens, t.first_divergence, t.divergence_kind, t.divergence_seq,
+                          t.causes))
+    count = len(rows) if args.json else len(shown)
+    check = rec.finish(count)
     if args.json:
-        rows = [t.to_json() for t in turns]
-        for row, r in zip(rows, rec.per_turn):
+        for row, r in zip(rows, check.per_turn):
             if r is not None:
                 row["reconciliation"] = r
         out: dict[str, Any] = {"turns": rows, "model": model_json(entry)}
-        if rec.per_turn_any or rec.diagnostics:
-            out["reconciliation_diagnostics"] = [b.to_json() for b in rec.diagnostics]
+        if check.per_turn_any or check.diagnostics:
+            out["reconciliation_diagnostics"] = [b.to_json() for b in check.diagnostics]
         print_json(out)
         return 0
-    out = sys.stdout
-    out.write(f"{safe(session.title)}: {len(turns)} turns, template {safe(asm.template.name)}, tokenizer "
+    stream = sys.stdout
+    stream.write(f"{safe(session.title)}: {count} turns, template {safe(asm.template.name)}, tokenizer "
               f"{safe(asm.tokenizer.name)}\n")
-    out.write(f"{'turn':>4} {'tokens':>8} {'reused':>8} {'diverges at':>12}  cause\n")
-    for t in turns:
-        at = "-" if t.first_divergence is None else f"{t.first_divergence}"
-        where = f" ({t.divergence_kind}, seq {t.divergence_seq})" if t.first_divergence is not None else ""
-        first = t.causes[0] if t.causes else None
-        out.write(f"{t.turn:>4} {t.tokens:>8} {t.reused_tokens:>8} {at:>12}  "
-                  f"{safe(first.code + where) if first else ('append-only' if t.turn > 1 else '')}\n")
-        for c in t.causes:
-            out.write(f"       {safe(c.code)}: {safe(c.message)}\n       advice: {safe(c.advice)}\n")
-        r = rec.per_turn[t.turn - 1] if t.turn - 1 < len(rec.per_turn) else None
+    stream.write(f"{'turn':>4} {'tokens':>8} {'reused':>8} {'diverges at':>12}  cause\n")
+    for turn, tokens, reused, first_divergence, kind, seq, causes in shown:
+        at = "-" if first_divergence is None else f"{first_divergence}"
+        where = f" ({kind}, seq {seq})" if first_divergence is not None else ""
+        first = causes[0] if causes else None
+        stream.write(f"{turn:>4} {tokens:>8} {reused:>8} {at:>12}  "
+                  f"{safe(first.code + where) if first else ('append-only' if turn > 1 else '')}\n")
+        for c in causes:
+            stream.write(f"       {safe(c.code)}: {safe(c.message)}\n       advice: {safe(c.advice)}\n")
+        r = check.per_turn[turn - 1] if turn - 1 < len(check.per_turn) else None
         if r is not None:
-            out.write(safe(f"       cache ({r['provider']}): reported {r['reported']['cached']} cached"
+            stream.write(safe(f"       cache ({r['provider']}): reported {r['reported']['cached']} cached"
                            + (f", {r['reported']['written']} written" if r['reported']['written'] is not None else "")
                            + f"; predicted {r['predicted']['cached']} cached, {r['predicted']['written']} written: "
                            + r["class"] + (f" ({r['cause']})" if r["cause"] else "")) + "\n")
-    for b in rec.diagnostics:
-        out.write(f"usage: request {b.line}: {safe(b.problem)}\n")
+    for b in check.diagnostics:
+        stream.write(f"usage: request {b.line}: {safe(b.problem)}\n")
     return 0
 
 

@@ -6,17 +6,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..analysis.projection import ProjectedTurn, project
+from ..analysis.projection import ProjectedTurn, iter_project
 from ..sessions import load_session
 from .options import build_assembler
 from .output import print_json, safe
 
 
-def projected(args: argparse.Namespace, upto: int | None = None) -> tuple[list[ProjectedTurn], str, Any]:
-    """The session's turns projected (up to turn `upto`, from 1; None: all), its title and the assembler."""
+def projected(args: argparse.Namespace, upto: int | None = None) -> tuple[Iterator[ProjectedTurn], str, Any]:
+    """The session's turns projected, one at a time (up to turn `upto`, from 1; None: all), its title
+    and the assembler. Each turn extends the one before; a caller keeps what it reports of each."""
     session = load_session(args.session)
     asm, prepare = build_assembler(session, args, cache=None)
     turns = session.turns.map(prepare)
@@ -24,7 +26,7 @@ def projected(args: argparse.Namespace, upto: int | None = None) -> tuple[list[P
     if not 1 <= n <= len(turns):
         from ..errors import WorkbenchError
         raise WorkbenchError(f"--turn must be between 1 and {len(turns)}, got {n}")
-    return project(asm, (turns[i] for i in range(n))), session.title, asm
+    return iter_project(asm, (turns[i] for i in range(n))), session.title, asm
 
 
 def projection_json(t: ProjectedTurn) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def projection_json(t: ProjectedTurn) -> dict[str, Any]:
 def cmd_render_projection(args: argparse.Namespace, print_view: Callable[..., None]) -> int:
     """`print_view`: render.py's segment view (passed in: render.py calls this module, not the reverse)."""
     turns, _, _ = projected(args, args.turn)
-    t = turns[-1]
+    t = deque(turns, maxlen=1)[0]      # the last turn; the ones before are let go as they pass
     if args.json:
         print_json({**t.result.to_json(), "projection": projection_json(t)})
         return 0
@@ -61,20 +63,21 @@ def _summary(t: ProjectedTurn) -> str:
 
 def cmd_analyze_projection(args: argparse.Namespace) -> int:
     turns, title, asm = projected(args)
-    rows = [_analysis_row(t) for t in turns]
+    rows = [_analysis_row(t) for t in turns]       # each turn's row, then the turn is let go
     if args.json:
         print_json({"projection": True, "turns": rows})
         return 0
     out = sys.stdout
-    out.write(f"{safe(title)}: {len(turns)} turns, projection of template {safe(asm.template.name)}, tokenizer "
+    out.write(f"{safe(title)}: {len(rows)} turns, projection of template {safe(asm.template.name)}, tokenizer "
               f"{safe(asm.tokenizer.name)}\n")
     out.write(f"{'turn':>4} {'tokens':>8} {'held':>8} {'reused':>8} {'template reused':>16}  "
               "departs from the template\n")
-    for t, r in zip(turns, rows):
-        dep = "restart: " + t.restart if t.restart else (
-            f"at {t.departure.token} (seq {t.departure.seq}): {t.departure.note}" if t.departure else "-")
-        out.write(f"{t.turn:>4} {r['tokens']:>8} {t.held_tokens:>8} {t.reused_tokens:>8} {t.template_reused:>16}  "
-                  f"{safe(dep)}\n")
+    for r in rows:
+        d = r["departure"]
+        dep = "restart: " + r["restart"] if r["restart"] else (
+            f"at {d['token']} (seq {d['seq']}): {d['note']}" if d else "-")
+        out.write(f"{r['turn']:>4} {r['tokens']:>8} {r['held_tokens']:>8} {r['reused_tokens']:>8} "
+                  f"{r['template']['reused_tokens']:>16}  {safe(dep)}\n")
     return 0
 
 

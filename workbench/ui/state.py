@@ -731,8 +731,8 @@ class WorkbenchState:
                     if progress is not None:
                         progress("reconciling the reported usage", k, len(records))
                     if prev is not None and prev[1] is None:    # the previous turn was kept: its conversation
-                        prev = (prev[0], asm.prepare(records[k - 1].request)[0])
-                    full = asm.prepare(rec.request)[0]
+                        prev = (prev[0], _prepared(asm, records[k - 1]))
+                    full = _prepared(asm, rec)
                     a = analyze_turn(asm, k + 1, rec.result, full, prev)
                 turns.append(a)
                 keep.append((rec.result, before, a))
@@ -806,6 +806,16 @@ class WorkbenchState:
                 turns.append(sess.assemble(records[k].request))
             runs[strategy] = run_policy(variant, (), providers, breakpoints, results=turns)
         return (runs[own], *(runs[s] for s in STRATEGIES if s != own))
+
+
+def _prepared(asm: Assembler, rec: TurnRecord) -> Conversation:
+    """The turn's conversation before truncation (`asm.prepare(request)[0]`), from its result where
+    it holds it (untruncated: its own; truncated: the kept window's), so that going over every turn
+    does not parse every request again from its first message."""
+    r = rec.result
+    if not r.dropped:
+        return r.conversation
+    return r.kept.full if r.kept is not None else asm.prepare(rec.request)[0]
 
 
 @dataclass
