@@ -13,6 +13,10 @@ What an edit does lives in `Controller` and `WorkbenchState` (shared with the no
 `Workbench`); this module only hosts it. The token view and the message editor are the same ES
 modules as in the notebook (`widgets/`), hosted by Panel's AnyWidget-compatible component.
 
+A page opened from a shared link (`?state=`) is built off the server's event loop, with a deadline
+(opening.py): a link holds whatever its sender chose, and every other page's keystrokes wait for
+what runs on the loop.
+
 The keystroke path has its own websocket (channel.py): served by `serve`, each page gets a token,
 and its editor sends operations and its token view receives patches over it. Where that socket does
 not open (a page built by another server) or closes, both fall back to Panel's model sync, which
@@ -32,6 +36,7 @@ import html
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +64,7 @@ from .html import CSS, cache_html, diagnostics_html, export_html, header_html, n
 from .kv_panel import kv_figure, kv_html
 from .model_choice import estimate_html
 from .model_picker import PanelPickers
+from .opening import Opening, deadline_s
 from .run_panel import DEFAULT_MAX_NEW, ENGINES, MAX_NEW_LIMIT, RunOutcome, engine_spec, run_html
 from .semantic_panel import label_html, neighbour_options, semantic_html
 from .sharing import base_url, link, notebook_cell, open_text, share_text
@@ -341,11 +347,29 @@ class RunPanel:
 
 class PanelHost:
     """The Controller's hooks in a Panel page: timers and thread hand-offs through the Bokeh document
-    (`add_next_tick_callback` is its one thread-safe method); inline outside a server."""
+    (`add_next_tick_callback` is its one thread-safe method); inline outside a server.
 
-    def __init__(self, app: "WorkbenchApp"):
+    `held`: the page is being built off the event loop (opening.py), where the document's timers may
+    not be touched: every timer and hand-off waits in order until `release()`, on the loop."""
+
+    def __init__(self, app: "WorkbenchApp", held: bool = False):
         self.app = app
         self.doc = pn.state.curdoc if pn.state.curdoc is not None and pn.state.curdoc.session_context else None
+        self._held: list[Callable[[], Any]] | None = [] if held and self.doc is not None else None
+        self._held_lock = threading.Lock()
+        self._dropped = False
+
+    def release(self) -> None:
+        """On the loop, once the page is shown: what waited is scheduled now, in order."""
+        with self._held_lock:
+            held, self._held = self._held or [], None
+        for add in held:
+            self._hand_off(add)
+
+    def drop(self) -> None:
+        """The page will never be shown: what waited, and whatever comes later, goes nowhere."""
+        with self._held_lock:
+            self._held, self._dropped = None, True
 
     @property
     def closed(self) -> bool:
@@ -354,7 +378,11 @@ class PanelHost:
         return self.doc is not None and self.doc.session_context is None
 
     def _hand_off(self, add: Callable[[], Any]) -> None:
-        if self.closed:
+        with self._held_lock:
+            if self._held is not None:
+                self._held.append(add)
+                return
+        if self.closed or self._dropped:
             return
         try:
             add()
@@ -450,23 +478,31 @@ class WorkbenchApp:
 
     def __init__(self, session_path: str | None = None, *, autosave: Autosave | None = None,
                  files: AppFiles | None = None, share: str | None = None, host_header: str | None = None,
-                 model: str | None = None, follow: LogFollower | None = None):
-        pn.extension("plotly")
+                 model: str | None = None, follow: LogFollower | None = None, held: bool = False,
+                 link_error: str = "", check: Callable[[], None] | None = None):
+        """`held`: built off the server's event loop (opening.py); shown by the caller, then `release()`.
+        `link_error`: why `share` is not opened (it did not open in time): the page opens as for a bad link.
+        `check`: called between the slow steps (decoding, each assembly); raises Cancelled when the
+        page is no longer wanted (past its deadline), so that a late build stops there."""
+        check = check or (lambda: None)
+        if not held:
+            pn.extension("plotly")   # (build_app did, on the loop: the page's resources are chosen there)
         self.files = files if files is not None else AppFiles.create(given=session_path)
         autosave = autosave if autosave is not None else Autosave()
         if session_path is None and share is None and follow is None:   # the session a page last opened
             session_path = last_opened.recall(autosave.folder, self.files)
         self.state = WorkbenchState(session_path, autosave=autosave)
         self._base_url = base_url(host_header)
-        share_error = ""
+        share_error = link_error
         self._from_link = False   # the open session came from a shared link (until another one opens)
-        if share is not None:     # the page was opened from a shared link (?state=): its content, never a path
+        if share is not None and not link_error:   # opened from a shared link (?state=): its content, never a path
             try:
                 open_text(self.state, share)
                 self._from_link = True
+                check()
             except ShareError as exc:
                 share_error = f"this link could not be opened: {exc} — showing the default session instead"
-        self.host = PanelHost(self)
+        self.host = PanelHost(self, held=held)
         self.controller = Controller(self.state, self.host, background=self.host.doc is not None, files=self.files)
         if model is not None and share is None:   # a catalog model to start with (a link carries its own)
             try:
@@ -519,6 +555,7 @@ class WorkbenchApp:
             s.assemble()
         except WorkbenchError:
             pass                                   # said by the refresh below, inline
+        check()                                    # (before the page's channel and timers exist)
         self.editor = MessageEditorPane(self.controller.ops, sizing_mode="stretch_width",
                                         **self.controller.editor_data())
         self.custom = pn.widgets.TextAreaInput(
@@ -650,10 +687,24 @@ class WorkbenchApp:
             # New calls are read on the follower's thread; it hands each change to this page's
             # document lock (call_from_thread), where `_follow_sync` applies it.
             self._follow_pending = False
-            unsubscribe = follow.subscribe(self._follow_wake)
+            self._unsubscribe = unsubscribe = follow.subscribe(self._follow_wake)
             if self.host.doc is not None:
                 pn.state.on_session_destroyed(lambda _context: unsubscribe())
             self._follow_sync()         # anything read between this page's start and its subscription
+
+    def release(self) -> None:
+        """Shown (built off the loop): its timers and hand-offs start now."""
+        self.host.release()
+
+    def close(self) -> None:
+        """Never shown (built too late, or its tab closed meanwhile): its channel, its work and its
+        followed log's updates stop, and what its host held is dropped."""
+        self.host.drop()
+        if self.channel is not None:
+            self.channel.close()
+        self.controller.close()
+        if self.follow is not None:
+            self._unsubscribe()
 
     def _turns(self) -> list[int]:
         return list(range(1, self.state.doc.turn_count + 1))
@@ -1179,8 +1230,28 @@ def build_app(session_path: str | None = None, files: AppFiles | None = None, mo
     `follow`: the followed log (one follower for every page)."""
     _serve_panel_files_locally()
     share, host = _request_share()
-    return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model,
-                        follow=follow).layout
+    doc = pn.state.curdoc
+    if share is None or doc is None or doc.session_context is None:
+        return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model,
+                            follow=follow).layout
+    pn.extension("plotly")      # before the page is first sent: its resources (plotly.js) are chosen then
+
+    # A link's page is built off the event loop, with a deadline (opening.py): what it holds is the
+    # sender's choice (megabytes of messages, a template that loops), and every other page's
+    # keystrokes wait for whatever runs on the loop.
+    def page(link_error: str = "", check: Callable[[], None] | None = None) -> WorkbenchApp:
+        return WorkbenchApp(session_path, files=files, share=share, host_header=host, model=model,
+                            follow=follow, held=True, link_error=link_error, check=check)
+
+    def late(seconds: float) -> str:
+        return (f"this link did not open within {seconds:g} s (its {len(share or ''):,} characters were still "
+                "being decoded, rendered and assembled on the server) — showing the default session instead; share a "
+                "shorter session, or save it to a file and open that (the server's WORKBENCH_OPEN_DEADLINE_S "
+                "sets this limit)")
+
+    note = f"opening the shared link ({len(share):,} characters): decoding and assembling its session…"
+    opening = Opening(doc, lambda check: page(check=check), page, note=note, late=late, deadline=deadline_s())
+    return opening.start().layout
 
 
 def _serve_panel_files_locally() -> None:
