@@ -160,22 +160,54 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, step_s:
         time.sleep(step_s)
 
 
+# A test's pages start from the session file, not from another test's edits: those live on in the
+# server's autosave folder, and an autosave is written AUTOSAVE_MS (0.4 s) after an edit. No fixed
+# wait covers that on a loaded machine; these conditions do. A page about to close waits until its
+# last edit is on disk (`autosave_settled`), so nothing of it lands later; the next test clears the
+# folder and checks what its page opened (`from_the_file`): one that restored an autosave anyway
+# (an edit the file status had not shown yet when its page closed) is reverted to the file.
+RESTORED = "restored your unsaved edits"
+
+
+def autosave_settled(page, step_ms: int) -> None:  # type: ignore[no-untyped-def]
+    """Once the page's file status no longer says "autosaving…": the server has its last edit on disk."""
+    from playwright.sync_api import expect
+    expect(page.locator(".wb-file-status"), "an edit that never reached the autosave file").not_to_contain_text(
+        "autosaving", timeout=step_ms)
+
+
+def from_the_file(page, step_ms: int) -> None:  # type: ignore[no-untyped-def]
+    """The page shows the session file: an autosave it restored (another test's) is reverted."""
+    from playwright.sync_api import expect
+    status = page.locator(".wb-file-status")
+    if RESTORED in (status.text_content() or ""):
+        page.get_by_role("button", name="Revert").click()
+        expect(status).not_to_contain_text(RESTORED, timeout=step_ms)
+
+
+def clear_autosaves(home: Path) -> None:
+    """Another test's autosaves, dropped (each page closed once its own was written)."""
+    shutil.rmtree(home / "autosave", ignore_errors=True)
+
+
 @contextmanager
 def app_pages(browser, server: "AppServer", home: Path, *, step_ms: int,  # type: ignore[no-untyped-def]
               first_ms: int) -> Iterator[Callable[..., Any]]:
     """Opens pages of the app (each its own state, no autosave of another test's edits); on the way
-    out they are closed, and none may have logged a page error."""
-    time.sleep(1.0)  # check-tests: allow fixed-sleep the last autosave lands
-    shutil.rmtree(home / "autosave", ignore_errors=True)
+    out they are closed, once their edits are autosaved, and none may have logged a page error."""
+    clear_autosaves(home)
     errors: list[str] = []
     opened = []
 
     def open_(url: str | None = None):  # type: ignore[no-untyped-def]
         page = open_page(browser, url or server.url, errors, step_ms=step_ms, first_ms=first_ms, local=server.url)
+        if url is None:
+            from_the_file(page, step_ms)
         opened.append(page)
         return page
 
     yield open_
     for p in opened:
+        autosave_settled(p, step_ms)
         p.context.close()
     assert not errors, f"errors in the page: {errors}"

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import ROOT, AppServer, app_command, serving
+from browser import ROOT, AppServer, app_command, autosave_settled, clear_autosaves, from_the_file, serving
 from browser import open_page as browser_page
 
 # The test setup installs Playwright, Panel and the distribution's Chromium (scripts/test.sh):
@@ -92,24 +90,17 @@ def open_page(browser, server: AppServer, errors: list[str]):  # type: ignore[no
     return browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
 
 
-SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.4 s) later
-
-
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    # Each test starts from the file, not another's edits: the previous page's pending autosave is
-    # let through first (its session lives on in the server for a while), then dropped.
-    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))  # check-tests: allow fixed-sleep autosave
-    shutil.rmtree(home / "autosave", ignore_errors=True)
+    # Each test starts from the file, not another's edits (browser.py: autosave_settled, from_the_file).
+    clear_autosaves(home)
     errors: list[str] = []
     page = open_page(browser, server, errors)
+    from_the_file(page, UPDATE_MS)
     yield page
+    autosave_settled(page, UPDATE_MS)
     page.context.close()
-    _closed[0] = time.monotonic()
     assert not errors, f"errors in the page: {errors}"
-
-
-_closed = [0.0]
 
 
 def token_count(page) -> int:  # type: ignore[no-untyped-def]

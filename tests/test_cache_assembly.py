@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_clock import FakeClock
 from redis_server import RedisServer, redis_server  # noqa: F401  (fixture)
 
 from workbench import Assembler
@@ -161,16 +162,21 @@ def test_cache_reuse_is_exact_for_rewriting_templates(template: str) -> None:
 
 def test_redis_down_at_start_then_back(redis_server: RedisServer) -> None:  # noqa: F811
     redis_server.kill()
-    asm = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t4", backoff_initial_s=0.05))
+    clock = FakeClock()
+    asm = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t4", backoff_initial_s=0.05,
+                                                        clock=clock))
     for t in TURNS[:3]:
         same_as_cold(asm.assemble(t), t)  # no Redis at all: local tier and fresh renders
-    assert asm.cache.metrics().faults["connect"] >= 1
+    faults = asm.cache.metrics().faults["connect"]
+    assert faults >= 1
     redis_server.restart()
-    import time
-    time.sleep(0.3)  # past the back-off: the tier reconnects on its own
-    same_as_cold(asm.assemble(TURNS[3]), TURNS[3])
+    same_as_cold(asm.assemble(TURNS[3]), TURNS[3])      # within the back-off: Redis is not tried
+    assert asm.cache.metrics().faults["connect"] == faults
+    clock.advance(60.0)  # past any back-off: the tier reconnects on its own
+    same_as_cold(asm.assemble(TURNS[4]), TURNS[4])
+    assert asm.cache.metrics().faults["connect"] == faults
     other = Assembler(template="qwen2.5", cache=cache_for(redis_server, namespace="t4"))
-    r = other.assemble(TURNS[3])  # written through after the reconnect, read by another "process"
+    r = other.assemble(TURNS[4])  # written through after the reconnect, read by another "process"
     assert {s.source for s in r.segments} == {"redis"}
 
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, serving
+from browser import AppServer, autosave_settled, clear_autosaves, from_the_file, serving
 from browser import open_page as browser_page
 from test_ui_responses import CONV, SECRET
 
@@ -56,11 +54,13 @@ def server(home: Path, tmp_path_factory) -> Iterator[AppServer]:  # type: ignore
 
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    time.sleep(1.0)  # check-tests: allow fixed-sleep the last autosave lands
-    shutil.rmtree(home / "autosave", ignore_errors=True)
+    # Each test starts from the file (browser.py: autosave_settled, from_the_file).
+    clear_autosaves(home)
     errors: list[str] = []
     p = browser_page(browser, server.url, errors, step_ms=UPDATE_MS, first_ms=FIRST_VIEW_MS)
+    from_the_file(p, UPDATE_MS)
     yield p
+    autosave_settled(p, UPDATE_MS)
     p.context.close()
     assert not errors, f"errors in the page: {errors}"
 

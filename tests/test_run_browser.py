@@ -7,13 +7,11 @@ keeps running."""
 from __future__ import annotations
 
 import re
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import AppServer, free_port, open_page, serving
+from browser import AppServer, autosave_settled, clear_autosaves, free_port, from_the_file, open_page, serving
 
 try:
     from playwright.sync_api import expect
@@ -36,20 +34,17 @@ def server(home: Path) -> Iterator[AppServer]:
         yield app
 
 
-SETTLE_S = 1.5   # a closed page's last edits reach its autosave AUTOSAVE_MS (0.4 s) later
-_closed = [0.0]
-
-
 @pytest.fixture
 def page(browser, server: AppServer, home: Path):  # type: ignore[no-untyped-def]
-    # Each test starts from the file, not from the reply another test appended (its autosave).
-    time.sleep(max(0.0, _closed[0] + SETTLE_S - time.monotonic()))  # check-tests: allow fixed-sleep autosave
-    shutil.rmtree(home / "autosave", ignore_errors=True)
+    # Each test starts from the file, not from the reply another test appended (its autosave):
+    # browser.py's autosave_settled and from_the_file.
+    clear_autosaves(home)
     errors: list[str] = []
     page = open_page(browser, server.url, errors, step_ms=STEP_MS, first_ms=FIRST_VIEW_MS)
+    from_the_file(page, STEP_MS)
     yield page
+    autosave_settled(page, STEP_MS)
     page.context.close()
-    _closed[0] = time.monotonic()
     assert not errors, f"errors in the page: {errors}"
 
 
