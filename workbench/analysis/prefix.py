@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ..assembly import Assembler
 from ..assembly.incremental import rendered_after
-from ..assembly.result import AssemblyResult, LazyIds, ids_array, text_slice
+from ..assembly.result import AssemblyResult, LazyIds, LazyText, ids_array, text_slice
 from ..cache.keys import message_fingerprint
 from ..conversation import Conversation, Message, canonical_json
 from ..difference import first_difference
@@ -232,20 +232,23 @@ def _start(s: Segment) -> int:
     return s.start
 
 
-def shared_prefix(prev: "NDArray[np.uint32] | LazyIds", new: "NDArray[np.uint32] | LazyIds") -> int:
-    """How many leading ids `new` shares with `prev` by construction: incremental assembly makes a
-    prompt as an earlier prompt's head and a new tail (LazyIds), so where that head is `prev` or one
-    of the heads `prev` was made from, they agree up to the shorter of the two heads. 0 when unknown
-    (then everything is compared)."""
+def shared_prefix(prev: "NDArray[np.uint32] | LazyIds | str | LazyText",
+                  new: "NDArray[np.uint32] | LazyIds | str | LazyText") -> int:
+    """How many leading ids (or characters) `new` shares with `prev` by construction: incremental
+    assembly makes a prompt as an earlier prompt's head and a new tail (LazyIds, LazyText), so where
+    that head is `prev` or one of the heads `prev` was made from, they agree up to the shorter of the
+    two heads. 0 when unknown (then everything is compared)."""
     if new is prev:
         return len(prev)
-    if not isinstance(new, LazyIds):
+    if not isinstance(new, (LazyIds, LazyText)):
         return 0
+    lazy, joined = (LazyIds, "_arr") if isinstance(new, LazyIds) else (LazyText, "_str")
     head, node, limit = new.head, prev, len(prev)
     for _ in range(8):   # the head is `prev` itself or a few links back: a long walk is not worth it
-        if head is node or (isinstance(node, LazyIds) and node._arr is not None and head is node._arr):
+        if head is node or (isinstance(node, lazy) and getattr(node, joined) is not None
+                            and head is getattr(node, joined)):
             return min(new.head_len, limit)
-        if not isinstance(node, LazyIds):
+        if not isinstance(node, lazy):
             break
         limit = min(limit, node.head_len)
         node = node.head

@@ -390,25 +390,8 @@ def _starts_with(tmpl: AssemblyResult, prev: AssemblyResult) -> bool:
     n = len(a)
     if len(b) < n:
         return False
-    same = _shared_text(a, b)
+    same = shared_prefix(a, b)
     return text_slice(a, same, n) == text_slice(b, same, n)
-
-
-def _shared_text(prev: "str | LazyText", new: "str | LazyText") -> int:
-    """shared_prefix (prefix.py) for texts: how much of `new` is `prev`'s by construction."""
-    if new is prev:
-        return len(prev)
-    if not isinstance(new, LazyText):
-        return 0
-    head, node, limit = new.head, prev, len(prev)
-    for _ in range(8):
-        if head is node or (isinstance(node, LazyText) and node._str is not None and head is node._str):
-            return min(new.head_len, limit)
-        if not isinstance(node, LazyText):
-            break
-        limit = min(limit, node.head_len)
-        node = node.head
-    return 0
 
 
 def _reply_segments(tmpl: AssemblyResult, seq: int) -> tuple[Segment | None, Segment | None]:
