@@ -21,9 +21,11 @@ def first_difference(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarra
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return _first_difference_ids(np.asarray(a), np.asarray(b))
     n = min(len(a), len(b))
-    # Slice equality runs in C and checks identity before equality, so unchanged items that are the
-    # same objects cost almost nothing; a difference is found by bisection (log n slices).
-    if a[:n] == b[:n]:
+    # Sequence equality runs in C and checks identity before equality, so unchanged items that are
+    # the same objects cost almost nothing; a difference is found by bisection (log n slices). The
+    # whole of the shorter one is compared as it is: a slice is a copy that touches every item (a
+    # long conversation's messages, on every turn).
+    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]) if type(a) is type(b) else a[:n] == b[:n]:
         return n
     lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
