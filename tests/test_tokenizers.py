@@ -211,3 +211,15 @@ def test_the_parallel_encode_of_a_long_render_equals_one_encode() -> None:
         pending.feed(piece)
     assert pending._parallel and len(pending._queued) >= 5     # it did run in pieces, on the pool
     assert np.array_equal(pending.finish(text).result(), asm.tokenizer.encode_with_specials(text))
+
+
+def test_special_positions_equal_isin_even_for_ids_past_the_vocabulary() -> None:
+    """The vocabulary table's lookup gives `isin`'s positions; an id past the table (not a token of
+    this vocabulary: a hand-made array) falls back to `isin` instead of reading past the table."""
+    tok = get_tokenizer("qwen3")
+    ids = tok.encode_with_specials("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    expected = np.flatnonzero(np.isin(ids, tok.special_ids))
+    assert len(expected) == 3 and np.array_equal(tok.special_positions(ids), expected)
+    past = np.concatenate([ids, np.array([10_000_000, tok.special_ids[0]], dtype=np.uint32)])
+    assert np.array_equal(tok.special_positions(past), np.flatnonzero(np.isin(past, tok.special_ids)))
+    assert len(tok.special_positions(np.zeros(0, dtype=np.uint32))) == 0
