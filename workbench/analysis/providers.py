@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..difference import first_difference
+from ..engine.block_set import BlockSet, block_keys, leading
 from ..engine.kv import BlockHash, block_hashes
 from ..engine.radix import RadixKVCache
 from ..errors import ProviderParamsError, SimulationError
@@ -606,8 +607,21 @@ class AnthropicSimulator(Simulator):
         return R.nothing_written(self.kind, p.min_cacheable_tokens)
 
 
-CHAIN_MEMO = 2048     # prompts whose block-hash chains are remembered (about 1 MB per 16k blocks)
+# Block-hash chains remembered, in blocks (about 80 bytes each: 20 MB): a budget in blocks, not in
+# prompts, since a prompt of a long window is thousands of blocks (2,048 such prompts held 330 MB).
+CHAIN_MEMO_BLOCKS = 1 << 18
 _CHAINS: OrderedDict[tuple[str, int, bytes], list[BlockHash]] = OrderedDict()
+_chain_blocks = 0     # blocks in _CHAINS
+
+
+def _remember(key: tuple[str, int, bytes], chain: list[BlockHash]) -> None:
+    global _chain_blocks
+    if len(chain) > CHAIN_MEMO_BLOCKS:
+        return
+    _CHAINS[key] = chain
+    _chain_blocks += len(chain)
+    while _chain_blocks > CHAIN_MEMO_BLOCKS:
+        _chain_blocks -= len(_CHAINS.popitem(last=False)[1])
 
 
 class VLLMSimulator(Simulator):
@@ -619,9 +633,10 @@ class VLLMSimulator(Simulator):
 
     def __init__(self, params: ProviderParams):
         super().__init__(params)
-        # LRU first; a plain set when unbounded (nothing is evicted, so recency does not matter)
-        self._blocks: OrderedDict[BlockHash, None] | set[BlockHash] = \
-            set() if self.params.capacity_blocks is None else OrderedDict()
+        # LRU first; when unbounded a BlockSet (nothing is evicted, so recency does not matter, and a
+        # session holds a key per block of every prompt: flat arrays, not a set of bytes objects)
+        self._blocks: OrderedDict[BlockHash, None] | BlockSet = \
+            BlockSet() if self.params.capacity_blocks is None else OrderedDict()
         self._prev: np.ndarray = np.empty(0, np.uint32)
         self._prev_hashes: list[BlockHash] = []
         self._held: np.ndarray | None = None     # what the previous turn left held: for the reason
@@ -646,9 +661,7 @@ class VLLMSimulator(Simulator):
             # a growing session hashes only its new tokens.
             keep = min(first_difference(self._prev, toks) // size, len(self._prev_hashes))
             got = block_hashes(toks, size, algo=algo, known=self._prev_hashes[:keep])
-            _CHAINS[memo_key] = got
-            if len(_CHAINS) > CHAIN_MEMO:
-                _CHAINS.popitem(last=False)
+            _remember(memo_key, got)
         else:
             _CHAINS.move_to_end(memo_key)
         self._prev, self._prev_hashes = toks, got
@@ -659,15 +672,17 @@ class VLLMSimulator(Simulator):
         hashes, blocks = self.block_hashes(toks), self._blocks
         limit = max(len(toks) - 1, 0) // p.block_size      # one token is always recomputed for logits
         hit = 0
-        while hit < limit and hashes[hit] in blocks:
-            hit += 1
+        if not isinstance(blocks, BlockSet):
+            while hit < limit and hashes[hit] in blocks:
+                hit += 1
         held = turn.held_ids                                # the prompt, and the reply as generated
         if len(held) > len(toks):
-            hashes = self.block_hashes(held)
+            hashes = self.block_hashes(held)                # the prompt's blocks, then the reply's
         new = 0
-        if isinstance(blocks, set):
+        if isinstance(blocks, BlockSet):
             before = len(blocks)
-            blocks.update(hashes)
+            held_before = blocks.add(block_keys(hashes))    # looked up before any is added
+            hit = leading(held_before[:limit])
             new = len(blocks) - before
         else:
             # Touch the tail first, so that block 0 is the most recently used: eviction then takes
