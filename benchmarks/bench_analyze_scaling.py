@@ -17,8 +17,9 @@ analyses the whole history of every turn instead).
 
 `--huge` also runs 100,000 messages (the intake's limit on messages; each message cut to
 HUGE_CHARS characters, to stay under its limit on a request's text), `--huge-modes` which commands
-(default: all three): they must finish. `--pythonpath DIR` runs another copy of the package (the code before
-a change, for a before/after table), `--timeout S` stops a command that runs longer.
+(default: all three): they must finish. `--pythonpath DIR` runs another copy of the package (the
+code before a change, for a before/after table: a checkout, whose folder the commands run in),
+`--timeout S` stops a command that runs longer.
 """
 
 from __future__ import annotations
@@ -75,12 +76,14 @@ class Run:
 
 
 def run(mode: str, n: int, session: Path, out: Path, extra: list[str], env: dict[str, str],
-        timeout: float | None) -> Run:
+        timeout: float | None, where: Path = ROOT) -> Run:
+    """`where`: the folder the command runs in; `python -m` puts it first on the import path, so it
+    is the package that runs (PYTHONPATH comes after it)."""
     argv = [sys.executable, "-m", "workbench.cli.main", "analyze", str(session), "--json", *MODES[mode], *extra]
     t0 = time.perf_counter()
     errs = out.with_suffix(".err")
     with out.open("wb") as f, errs.open("wb") as e:     # files, not pipes: nothing the child writes can block it
-        proc = subprocess.Popen(argv, stdout=f, stderr=e, cwd=ROOT, env=env, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=f, stderr=e, cwd=where, env=env, start_new_session=True)
         deadline = None if timeout is None else t0 + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -139,8 +142,7 @@ def main() -> int:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}: use {', '.join(MODES)}")
     env = dict(os.environ)
-    if a.pythonpath:
-        env["PYTHONPATH"] = a.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    where = Path(a.pythonpath).resolve() if a.pythonpath else ROOT
     extra = a.args.split()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; sessions from "
           f"{SAMPLE.name}; options: {' '.join(extra) or '(defaults)'}"
@@ -152,7 +154,7 @@ def main() -> int:
         for n, ms in plan:
             session = make_session(n, work / f"s{n}.json", HUGE_CHARS if n == HUGE else None)
             for mode in ms:
-                r = run(mode, n, session, work / "out.json", extra, env, a.timeout)
+                r = run(mode, n, session, work / "out.json", extra, env, a.timeout, where)
                 runs.append(r)
                 print(f"  {mode} {n:,}: {r.wall_s:.1f} s, CPU {r.cpu_s:.1f} s, peak {r.peak_mb:.0f} MB"
                       + (f" ({r.error})" if r.error else ""), flush=True)
