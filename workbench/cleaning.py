@@ -176,15 +176,18 @@ def _tool_indices(msgs: Sequence[Message], start: int) -> list[int]:
     return [i for i in range(start, len(msgs)) if msgs[i].role == "tool" or msgs[i].tool_calls]
 
 
-def clean_next(conv: Conversation, policy: CleaningPolicy, prev: CleanState | None, k: int
-               ) -> tuple[Conversation, list[Diagnostic], CleanState]:
+def clean_next(conv: Conversation, policy: CleaningPolicy, prev: CleanState | None, k: int,
+               head_known: bool = False) -> tuple[Conversation, list[Diagnostic], CleanState]:
     """clean(), reusing what cleaning the previous request found for its first `k` messages (the same
     objects as this request's). Only for policies that report without changing anything; otherwise,
-    or when the previous run changed messages, everything is cleaned again."""
+    or when the previous run changed messages, everything is cleaned again. `head_known`: the caller
+    knows the first `k` messages are the previous request's, the same objects (a session's intake
+    kept them), so they are not compared (two copies of a long history per turn)."""
     msgs = conv.messages
     report_only = not (policy.merge_consecutive or policy.drop_empty or policy.system_first == "move")
     if prev is None or not report_only or k <= 0 or k > len(prev.messages) or \
-            any(d.code == "orphan_tool_result" for d in prev.diagnostics) or msgs[:k] != prev.messages[:k]:
+            any(d.code == "orphan_tool_result" for d in prev.diagnostics) or \
+            not (head_known or msgs[:k] == prev.messages[:k]):
         out, diags = clean(conv, policy)
         return out, diags, CleanState(msgs, tuple(diags), tuple(_tool_indices(msgs, 0)))
     head_seq = msgs[k].sequence if k < len(msgs) else float("inf")

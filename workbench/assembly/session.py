@@ -93,7 +93,11 @@ class Session:
             prepared = None
         else:
             k = state.reused if state is not None else 0
-            cleaned, cdiags, self._clean = clean_next(conv, asm.config.cleaning, self._clean, k)
+            # The intake kept the first k messages of the request the last cleaning saw (the same
+            # objects): cleaning need not compare them again.
+            known = self._clean is not None and self._intake is not None and \
+                self._clean.messages is self._intake.conversation.messages
+            cleaned, cdiags, self._clean = clean_next(conv, asm.config.cleaning, self._clean, k, known)
             t2 = time.perf_counter()
             r = asm.assemble(request, previous=self.last, cleaned=(cleaned, diags + cdiags), **kw)
             r.timings_ms["clean"] = (t2 - t1) * 1e3
