@@ -318,5 +318,22 @@ def test_a_long_session_holds_the_last_turns_only(tmp_path: Path) -> None:
     assert peaks[1] / peaks[0] <= BAR
 
 
+def test_analyze_collects_young_garbage_less_often_and_gives_the_thresholds_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command runs with a larger young-generation threshold (cli/analyze.py, long_session_gc)
+    # and leaves the process as it found it, also when the command fails.
+    import workbench.cli.analyze as cli_analyze
+    seen: list[tuple[int, ...]] = []
+    inner = cli_analyze._analyze
+    monkeypatch.setattr(cli_analyze, "_analyze", lambda *a: (seen.append(gc.get_threshold()), inner(*a))[1])
+    before = gc.get_threshold()
+    path = write_conversation(tmp_path / "s.json", 8)
+    assert main(["analyze", str(path), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["turns"]) == 4
+    assert seen == [(50_000, *before[1:])] and gc.get_threshold() == before
+    assert main(["analyze", str(path), "--json", "--template", "no-such-template"]) == 2
+    assert len(seen) == 2 and gc.get_threshold() == before
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-s"]))
