@@ -96,3 +96,16 @@ def test_unbounded_vllm_equals_its_lru_path_with_room_to_spare() -> None:
     for t in turns:
         sim.process(t)
     assert isinstance(sim._blocks, BlockSet) and sim._blocks.nbytes < 40 * len(sim._blocks) + 17 * 4096
+
+
+def test_the_chain_memo_keeps_to_its_budget_in_blocks(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import workbench.analysis.providers as P
+    monkeypatch.setattr(P, "CHAIN_MEMO_BLOCKS", 300)
+    monkeypatch.setattr(P, "_CHAINS", type(P._CHAINS)())
+    monkeypatch.setattr(P, "_chain_blocks", 0)
+    turns = sliding_turns(30)                  # prompts of 21 to 96 blocks: a few fit
+    first = simulate(turns, "vllm")
+    assert 0 < P._chain_blocks == sum(map(len, P._CHAINS.values())) <= 300
+    again = simulate(turns, "vllm")            # what the memo kept and what it had let go alike
+    assert [t.cached_tokens for t in again.turns] == [t.cached_tokens for t in first.turns]
+    assert P._chain_blocks == sum(map(len, P._CHAINS.values())) <= 300

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -612,16 +613,27 @@ class AnthropicSimulator(Simulator):
 CHAIN_MEMO_BLOCKS = 1 << 18
 _CHAINS: OrderedDict[tuple[str, int, bytes], list[BlockHash]] = OrderedDict()
 _chain_blocks = 0     # blocks in _CHAINS
+_chains_lock = threading.Lock()   # the app simulates sessions on several threads
+
+
+def _recall(key: tuple[str, int, bytes]) -> list[BlockHash] | None:
+    with _chains_lock:
+        got = _CHAINS.get(key)
+        if got is not None:
+            _CHAINS.move_to_end(key)
+        return got
 
 
 def _remember(key: tuple[str, int, bytes], chain: list[BlockHash]) -> None:
     global _chain_blocks
     if len(chain) > CHAIN_MEMO_BLOCKS:
         return
-    _CHAINS[key] = chain
-    _chain_blocks += len(chain)
-    while _chain_blocks > CHAIN_MEMO_BLOCKS:
-        _chain_blocks -= len(_CHAINS.popitem(last=False)[1])
+    with _chains_lock:
+        old = _CHAINS.pop(key, None)
+        _chain_blocks += len(chain) - (len(old) if old is not None else 0)
+        _CHAINS[key] = chain
+        while _chain_blocks > CHAIN_MEMO_BLOCKS:
+            _chain_blocks -= len(_CHAINS.popitem(last=False)[1])
 
 
 class VLLMSimulator(Simulator):
@@ -655,15 +667,13 @@ class VLLMSimulator(Simulator):
         # The same prompt simulated again (the workbench re-simulates a session after each edit,
         # and only the edited turn changed) takes its chain from a small memo keyed by its content.
         memo_key = (algo, size, hashlib.blake2b(toks.tobytes(), digest_size=16).digest())
-        got = _CHAINS.get(memo_key)
+        got = _recall(memo_key)
         if got is None:
             # Blocks inside the prefix shared with the previous prompt hash the same: reuse them, so
             # a growing session hashes only its new tokens.
             keep = min(first_difference(self._prev, toks) // size, len(self._prev_hashes))
             got = block_hashes(toks, size, algo=algo, known=self._prev_hashes[:keep])
             _remember(memo_key, got)
-        else:
-            _CHAINS.move_to_end(memo_key)
         self._prev, self._prev_hashes = toks, got
         return got
 
