@@ -109,3 +109,18 @@ def test_the_chain_memo_keeps_to_its_budget_in_blocks(monkeypatch) -> None:  # t
     again = simulate(turns, "vllm")            # what the memo kept and what it had let go alike
     assert [t.cached_tokens for t in again.turns] == [t.cached_tokens for t in first.turns]
     assert P._chain_blocks == sum(map(len, P._CHAINS.values())) <= 300
+
+
+def test_keys_whose_words_are_nan_patterns_keep_every_bit() -> None:
+    # Whole keys are moved as 16-byte complex128 items (block_set._rows): words that read as
+    # signalling or quiet NaNs, with payloads, must come back bit for bit through a probe, a
+    # placement and several doublings.
+    nans = [0x7FF0000000000001, 0x7FF8000000000001, 0xFFF0000000000001, 0xFFFFFFFFFFFFFFFF, 0x7FF4000000000000]
+    keys = np.array([[a, b] for a in nans for b in nans], dtype=np.uint64)
+    s = BlockSet(bits=3)
+    assert not s.add(keys).any() and len(s) == len(keys)
+    assert s.contains(keys).all() and s.add(keys).all() and len(s) == len(keys)
+    stored = s._keys[s._used]
+    assert sorted(map(tuple, stored.tolist())) == sorted(map(tuple, keys.tolist()))
+    flipped = keys ^ np.uint64(1)                       # one bit off: none of them held
+    assert not s.contains(flipped).any()

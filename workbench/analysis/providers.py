@@ -609,7 +609,8 @@ class AnthropicSimulator(Simulator):
 
 
 # Block-hash chains remembered, in blocks (about 80 bytes each: 20 MB): a budget in blocks, not in
-# prompts, since a prompt of a long window is thousands of blocks (2,048 such prompts held 330 MB).
+# prompts, since a prompt of a long window is thousands of blocks (the former 2,048 prompts of 2,000
+# blocks each come to about 330 MB by that arithmetic).
 CHAIN_MEMO_BLOCKS = 1 << 18
 _CHAINS: OrderedDict[tuple[str, int, bytes], list[BlockHash]] = OrderedDict()
 _chain_blocks = 0     # blocks in _CHAINS
